@@ -1,0 +1,352 @@
+"""Configuration: ``config.yaml`` read once into frozen, typed, validated objects.
+
+Precedence, lowest first: built-in defaults < the YAML file < environment variables
+< command-line flags. Every key ``section.name`` can be set from the environment as
+``TTS_SECTION_NAME`` (top-level keys as ``TTS_NAME``), e.g. ``TTS_CACHE_DIR`` or
+``TTS_ENGINE``. An unknown key or a bad value raises :class:`ConfigError` naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union, get_args, get_origin, get_type_hints
+
+import yaml
+
+from lib.errors import ConfigError
+
+__all__ = [
+    "AppConfig",
+    "BuiltinConfig",
+    "CacheConfig",
+    "CosyVoiceConfig",
+    "PromptConfig",
+    "ServerConfig",
+    "TextConfig",
+    "VoicesConfig",
+    "load_config",
+    "parse_size",
+]
+
+ENV_PREFIX = "TTS_"
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """The result cache (``cache:`` in config.yaml)."""
+
+    dir: str = "cosyvoice_cache"
+    """Cache directory; created 0700. Never on NFS (diskcache uses SQLite)."""
+    size_limit: int = 2 * 1024**3
+    """Upper bound of the audio store in bytes (``2GiB``, ``500MB`` accepted)."""
+    eviction_policy: str = "least-recently-used"
+    """``least-recently-used`` or ``least-frequently-used``."""
+    ttl: float | None = None
+    """Default time-to-live of an entry in seconds; null keeps entries until evicted."""
+    max_entry_fraction: float = 0.1
+    """An entry larger than this fraction of ``size_limit`` is served but not stored."""
+    memory_bytes: int = 64 * 1024**2
+    """Byte budget of the in-memory tier of ready-to-send WAV bytes (0 disables it)."""
+    transcode_bytes: int = 32 * 1024**2
+    """Byte budget of the in-memory cache of transcoded audio (mp3, ogg, flac)."""
+    store_text: bool = True
+    """Keep the normalised text in each entry's metadata (for the dashboard)."""
+    lock_lease: float = 30.0
+    """Seconds a single-flight lock lives unless renewed; a crashed holder blocks a key
+    at most this long."""
+    lock_timeout: float = 600.0
+    """Longest a request waits for another process's synthesis of the same key."""
+    shared_url: str | None = None
+    """``redis://host:port/db`` of a shared tier for several replicas; null for none."""
+
+
+@dataclass(frozen=True)
+class TextConfig:
+    """Text limits and normalisation (``text:``)."""
+
+    max_chars: int = 1000
+    """Longest text accepted, after normalisation."""
+    max_style_chars: int = 200
+    """Longest style instruction accepted."""
+    fold_punctuation: bool = False
+    """Fold Chinese full-width punctuation (，。！？：；“”) to ASCII before keying."""
+    casefold: bool = False
+    """Case-fold text before keying ("Hello" and "hello" share an entry)."""
+
+
+@dataclass(frozen=True)
+class PromptConfig:
+    """Prompt-audio limits (``prompt:``)."""
+
+    min_seconds: float = 1.0
+    """Shortest usable prompt."""
+    max_seconds: float = 30.0
+    """Longest usable prompt."""
+    max_upload_bytes: int = 20 * 1024**2
+    """Largest prompt upload accepted (HTTP 413 beyond it)."""
+
+
+@dataclass(frozen=True)
+class VoicesConfig:
+    """Voice library and voice-profile cache (``voices:``)."""
+
+    memory_bytes: int = 32 * 1024**2
+    """Byte budget of the in-memory LRU of voice profiles."""
+    prewarm: bool = True
+    """Load the profiles of all saved voices at start."""
+
+
+@dataclass(frozen=True)
+class BuiltinConfig:
+    """The built-in offline engine (``builtin:``)."""
+
+    language: str = "auto"
+    """``auto`` picks per run of script; or force ``cmn``, ``yue`` or ``en-us``."""
+
+
+@dataclass(frozen=True)
+class CosyVoiceConfig:
+    """The CosyVoice engine (``cosyvoice:``)."""
+
+    model_dir: str | None = None
+    """Local directory holding the model weights (nothing is ever downloaded)."""
+    repo_dir: str | None = None
+    """Upstream CosyVoice checkout to import from; null uses the installed package."""
+    device: str = "auto"
+    """``auto``, ``cpu`` or ``cuda``."""
+    fp16: bool = False
+    """Half precision on GPU."""
+    prompt_cache_bytes: int = 256 * 1024**2
+    """Byte budget of prompt features kept in the model's speaker table."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """The web server (``server:``)."""
+
+    host: str = "127.0.0.1"
+    """Interface to bind; 0.0.0.0 exposes the app to the network."""
+    port: int = 7860
+    """TCP port of the UI and the HTTP API."""
+    admin_token_env: str = "TTS_ADMIN_TOKEN"
+    """Name of the environment variable holding the admin bearer token. With no token,
+    admin endpoints are served to loopback clients only."""
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """Everything the service reads at start."""
+
+    engine: str = "builtin"
+    """``builtin`` (offline, default), ``cosyvoice`` or ``tone`` (test double)."""
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    text: TextConfig = field(default_factory=TextConfig)
+    prompt: PromptConfig = field(default_factory=PromptConfig)
+    voices: VoicesConfig = field(default_factory=VoicesConfig)
+    builtin: BuiltinConfig = field(default_factory=BuiltinConfig)
+    cosyvoice: CosyVoiceConfig = field(default_factory=CosyVoiceConfig)
+    server: ServerConfig = field(default_factory=ServerConfig)
+
+    def __post_init__(self) -> None:
+        _check(self)
+
+    def replace(self, overrides: Mapping[str, Any]) -> AppConfig:
+        """A copy with dotted-key overrides applied (``{"cache.dir": "/x"}``);
+        ``None`` values are skipped, so unset CLI flags change nothing."""
+        data = _to_dict(self)
+        for dotted, value in overrides.items():
+            if value is None:
+                continue
+            _assign(data, dotted, value)
+        return _build(AppConfig, data, "")
+
+
+_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "k": 1000, "kb": 1000, "kib": 1024, "ki": 1024,
+    "m": 1000**2, "mb": 1000**2, "mib": 1024**2, "mi": 1024**2,
+    "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "gi": 1024**3,
+    "t": 1000**4, "tb": 1000**4, "tib": 1024**4, "ti": 1024**4,
+}  # fmt: skip
+
+_SIZE_FIELDS = {"size_limit", "memory_bytes", "transcode_bytes", "max_upload_bytes", "prompt_cache_bytes"}
+
+
+def parse_size(value: str | int, key: str = "size") -> int:
+    """``"2GiB"`` -> 2147483648. Plain integers are bytes."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{key}: expected a size such as 2GiB or 500MB, got {value!r}")
+    if isinstance(value, int):
+        return value
+    match = _SIZE_RE.match(str(value))
+    unit = (match.group(2) or "").lower() if match else ""
+    if not match or unit not in _SIZE_UNITS:
+        raise ConfigError(f"{key}: expected a size such as 2GiB or 500MB, got {value!r}")
+    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> AppConfig:
+    """Read ``path`` (optional), then ``TTS_*`` environment variables, then
+    ``overrides`` (dotted keys, from the command line)."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        file = Path(path)
+        if not file.is_file():
+            raise ConfigError(f"config file {file} does not exist; pass --config with an existing file")
+        try:
+            loaded = yaml.safe_load(file.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {file} is not valid YAML: {exc}") from exc
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"config file {file} must hold a mapping of keys, not {type(loaded).__name__}")
+        data = loaded or {}
+    for dotted, raw in _env_values(os.environ if env is None else env).items():
+        _assign(data, dotted, yaml.safe_load(raw) if raw.strip() else None)
+    config = _build(AppConfig, data, "")
+    return config.replace(overrides or {})
+
+
+# --- internals ---------------------------------------------------------------------------
+
+
+def _env_values(env: Mapping[str, str]) -> dict[str, str]:
+    """Map ``TTS_CACHE_DIR`` -> ``cache.dir`` for every known key present in ``env``."""
+    found: dict[str, str] = {}
+    hints = get_type_hints(AppConfig)
+    for top in dataclasses.fields(AppConfig):
+        sub = hints[top.name]
+        if dataclasses.is_dataclass(sub):
+            for f in dataclasses.fields(sub):
+                name = f"{ENV_PREFIX}{top.name}_{f.name}".upper()
+                if name in env:
+                    found[f"{top.name}.{f.name}"] = env[name]
+        else:
+            name = f"{ENV_PREFIX}{top.name}".upper()
+            if name in env:
+                found[top.name] = env[name]
+    return found
+
+
+def _assign(data: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = data
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{part}: expected a mapping of keys")
+        node = child
+    node[parts[-1]] = value
+
+
+def _to_dict(obj: Any) -> dict[str, Any]:
+    return dataclasses.asdict(obj)
+
+
+def _build(cls: type[Any], data: Any, prefix: str) -> Any:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping of keys, got {data!r}")
+    hints = get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in known:
+            where = f"{prefix}{key}"
+            raise ConfigError(f"{where}: unknown key; known keys here: {', '.join(sorted(known))}")
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        key = f"{prefix}{f.name}"
+        hint = hints[f.name]
+        if dataclasses.is_dataclass(hint):
+            kwargs[f.name] = _build(hint, data[f.name], key + ".")  # type: ignore[arg-type]
+        else:
+            kwargs[f.name] = _coerce(hint, data[f.name], key)
+    return cls(**kwargs)
+
+
+def _coerce(hint: Any, value: Any, key: str) -> Any:
+    optional = False
+    if get_origin(hint) in (Union, types.UnionType):
+        args = [a for a in get_args(hint) if a is not type(None)]
+        optional = len(args) < len(get_args(hint))
+        hint = args[0]
+    if value is None:
+        if optional:
+            return None
+        raise ConfigError(f"{key}: a value is required")
+    leaf = key.rsplit(".", 1)[-1]
+    if hint is int and leaf in _SIZE_FIELDS:
+        return parse_size(value, key)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+        raise ConfigError(f"{key}: expected true or false, got {value!r}")
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected a whole number, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ConfigError(f"{key}: expected text, got {value!r}")
+        return str(value)
+    raise ConfigError(f"{key}: unsupported type")  # pragma: no cover - programming error
+
+
+def _check(config: AppConfig) -> None:
+    """Cross-field and range checks; each message names its key."""
+    from lib.engines import ENGINE_NAMES
+
+    c = config.cache
+    rules: list[tuple[bool, str]] = [
+        (config.engine in ENGINE_NAMES, f"engine: must be one of {', '.join(ENGINE_NAMES)}, got {config.engine!r}"),
+        (c.size_limit >= 1024 * 1024, f"cache.size_limit: must be at least 1MiB, got {c.size_limit}"),
+        (
+            c.eviction_policy in ("least-recently-used", "least-frequently-used"),
+            f"cache.eviction_policy: use least-recently-used or least-frequently-used, got {c.eviction_policy!r}",
+        ),
+        (c.ttl is None or c.ttl > 0, f"cache.ttl: must be positive seconds or null, got {c.ttl}"),
+        (0 < c.max_entry_fraction <= 1, f"cache.max_entry_fraction: must be in (0, 1], got {c.max_entry_fraction}"),
+        (c.memory_bytes >= 0, f"cache.memory_bytes: must be >= 0, got {c.memory_bytes}"),
+        (c.transcode_bytes >= 0, f"cache.transcode_bytes: must be >= 0, got {c.transcode_bytes}"),
+        (c.lock_lease >= 1, f"cache.lock_lease: must be at least 1 second, got {c.lock_lease}"),
+        (c.lock_timeout > 0, f"cache.lock_timeout: must be positive, got {c.lock_timeout}"),
+        (
+            c.shared_url is None or c.shared_url.startswith(("redis://", "rediss://", "unix://")),
+            f"cache.shared_url: must start with redis://, rediss:// or unix://, got {c.shared_url!r}",
+        ),
+        (bool(c.dir.strip()), "cache.dir: must not be empty"),
+        (config.text.max_chars >= 1, f"text.max_chars: must be at least 1, got {config.text.max_chars}"),
+        (config.text.max_style_chars >= 0, "text.max_style_chars: must be >= 0"),
+        (0 < config.prompt.min_seconds < config.prompt.max_seconds, "prompt.min_seconds: must be > 0 and below prompt.max_seconds"),
+        (config.prompt.max_upload_bytes > 0, "prompt.max_upload_bytes: must be positive"),
+        (config.voices.memory_bytes >= 0, "voices.memory_bytes: must be >= 0"),
+        (
+            config.builtin.language in ("auto", "cmn", "yue", "en-us"),
+            f"builtin.language: use auto, cmn, yue or en-us, got {config.builtin.language!r}",
+        ),
+        (config.cosyvoice.device in ("auto", "cpu", "cuda"), f"cosyvoice.device: use auto, cpu or cuda, got {config.cosyvoice.device!r}"),
+        (1 <= config.server.port <= 65535, f"server.port: must be 1-65535, got {config.server.port}"),
+    ]  # fmt: skip
+    for ok, message in rules:
+        if not ok:
+            raise ConfigError(message)

@@ -1,0 +1,47 @@
+"""Engines and the registry that picks one from configuration.
+
+Each engine module is imported only when it is chosen, so that heavy dependencies
+(torch, CosyVoice) cost nothing to a process that does not use them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lib.engines.base import MODES, PROMPT_SAMPLE_RATE, Engine, Synthesis, VoiceProfile
+from lib.errors import ConfigError
+
+if TYPE_CHECKING:
+    from lib.config import AppConfig
+
+__all__ = [
+    "ENGINE_NAMES",
+    "MODES",
+    "PROMPT_SAMPLE_RATE",
+    "Engine",
+    "Synthesis",
+    "VoiceProfile",
+    "create_engine",
+]
+
+#: Engines selectable with ``engine:`` in config.yaml or ``--engine``.
+#: ``tone`` is the deterministic test double (a tone whose pitch follows the text).
+ENGINE_NAMES = ("builtin", "cosyvoice", "tone")
+
+
+def create_engine(config: AppConfig) -> Engine:
+    """Build the engine named by ``config.engine``."""
+    name = config.engine
+    if name == "builtin":
+        from lib.engines.builtin import BuiltinEngine
+
+        return BuiltinEngine(config.builtin)
+    if name == "cosyvoice":
+        from lib.engines.cosyvoice import CosyVoiceEngine
+
+        return CosyVoiceEngine(config.cosyvoice)
+    if name == "tone":
+        from lib.engines.tone import ToneEngine
+
+        return ToneEngine()
+    raise ConfigError(f"engine: unknown engine {name!r}; use one of {', '.join(ENGINE_NAMES)}")

@@ -1,0 +1,83 @@
+"""One base error type for the whole service, with a few subclasses.
+
+Each boundary translates these exactly once: the HTTP API maps ``http_status`` to a
+status code and ``str(error)`` to ``{"error": ...}``; the web UI raises ``gr.Error``;
+the command-line tools print the message and exit non-zero. Messages say what is wrong
+*and* how to fix it, because they are shown to operators as they are.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "TTSError",
+    "ValidationError",
+    "NotAudioError",
+    "PromptAudioError",
+    "NotFoundError",
+    "EngineError",
+    "EngineUnavailableError",
+    "ConfigError",
+    "CacheError",
+    "PayloadTooLargeError",
+]
+
+
+class TTSError(Exception):
+    """Base of every error this project raises on purpose."""
+
+    http_status = 500
+
+
+class ValidationError(TTSError):
+    """A request field is missing or out of range (HTTP 400)."""
+
+    http_status = 400
+
+
+class PayloadTooLargeError(ValidationError):
+    """An upload exceeds the configured limit (HTTP 413)."""
+
+    http_status = 413
+
+
+class NotAudioError(ValidationError):
+    """Prompt audio could not be decoded as audio at all (HTTP 415)."""
+
+    http_status = 415
+
+
+class PromptAudioError(ValidationError):
+    """Prompt audio decodes but cannot be used as a prompt: too short, too long,
+    silent, or not speech (HTTP 422)."""
+
+    http_status = 422
+
+
+class NotFoundError(TTSError):
+    """A named voice, cache key or other resource does not exist (HTTP 404)."""
+
+    http_status = 404
+
+
+class EngineError(TTSError):
+    """The engine failed or produced unusable audio; nothing was cached (HTTP 500)."""
+
+    http_status = 500
+
+
+class EngineUnavailableError(EngineError):
+    """The engine cannot serve at all: missing model, missing packages (HTTP 503)."""
+
+    http_status = 503
+
+
+class ConfigError(TTSError):
+    """The configuration is invalid; the message names the key."""
+
+    http_status = 500
+
+
+class CacheError(TTSError):
+    """The cache store failed. Never reaches a client: requests are served anyway."""
+
+    http_status = 500
