@@ -1,0 +1,109 @@
+"""One cached result, and its on-disk (and in-Redis) byte format.
+
+Format: ``b"TTSA"``, a u32 header length, a JSON header, then FLAC audio. The header
+carries the CRC-32 of the FLAC bytes, checked on every read before decoding: a corrupt
+entry is detected and dropped, never served. CRC-32 rather than a cryptographic hash:
+it guards against bit rot and truncation (not an adversary) and costs ~0.03 ms per
+5 s clip where md5 costs ~0.2 ms, on the hit path.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lib.audio import decode_flac, encode, wav_bytes
+
+__all__ = ["CachedAudio", "CorruptEntryError", "pack", "read_header", "unpack"]
+
+_MAGIC = b"TTSA"
+_HEAD = struct.Struct("<4sI")
+
+
+class CorruptEntryError(ValueError):
+    """A stored entry failed its format or checksum check."""
+
+
+@dataclass(frozen=True)
+class CachedAudio:
+    """A synthesised result, ready to send: ``wav`` is a complete WAV file."""
+
+    key: str
+    sample_rate: int
+    wav: bytes = field(repr=False)
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    """created, duration, text (unless store_text is off), engine, model_version,
+    voice, info, crc32."""
+
+    @property
+    def duration(self) -> float:
+        return (len(self.wav) - 44) / 2 / self.sample_rate
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.wav) + 512
+
+    @property
+    def pcm(self) -> np.ndarray:
+        """The int16 samples (a view of ``wav``, no copy)."""
+        return np.frombuffer(self.wav, dtype="<i2", offset=44)
+
+    @classmethod
+    def from_pcm(cls, key: str, pcm: np.ndarray, sample_rate: int, meta: Mapping[str, Any]) -> CachedAudio:
+        full = dict(meta)
+        full.setdefault("created", time.time())
+        full["duration"] = round(pcm.size / sample_rate, 4)
+        return cls(key, sample_rate, wav_bytes(pcm, sample_rate), full)
+
+
+def pack(entry: CachedAudio) -> bytes:
+    """Serialise for the disk or shared tier (FLAC, lossless: about half of WAV)."""
+    flac = encode(entry.pcm, entry.sample_rate, "flac")
+    head = dict(entry.meta)
+    head.update(key=entry.key, sample_rate=entry.sample_rate, crc32=zlib.crc32(flac))
+    raw = json.dumps(head, ensure_ascii=False, sort_keys=True).encode("utf-8")
+    return _HEAD.pack(_MAGIC, len(raw)) + raw + flac
+
+
+def read_header(blob: bytes) -> dict[str, Any]:
+    """The JSON header alone (no audio decode), e.g. for scans by voice."""
+    if len(blob) < _HEAD.size:
+        raise CorruptEntryError("entry too short")
+    magic, size = _HEAD.unpack_from(blob)
+    if magic != _MAGIC or _HEAD.size + size > len(blob):
+        raise CorruptEntryError("bad entry header")
+    try:
+        head = json.loads(blob[_HEAD.size : _HEAD.size + size].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptEntryError("unreadable entry header") from exc
+    if not isinstance(head, dict):
+        raise CorruptEntryError("bad entry header")
+    return head
+
+
+def unpack(blob: bytes, key: str) -> CachedAudio:
+    """Verify and decode. Raises :class:`CorruptEntryError` on any damage, including
+    an entry stored under another key."""
+    head = read_header(blob)
+    start = _HEAD.size + _HEAD.unpack_from(blob)[1]
+    flac = memoryview(blob)[start:]
+    if head.get("key") != key:
+        raise CorruptEntryError("entry stored under another key")
+    if zlib.crc32(flac) != head.get("crc32"):
+        raise CorruptEntryError("checksum mismatch")
+    try:
+        pcm, rate = decode_flac(bytes(flac))
+    except Exception as exc:  # libsndfile raises several types on damaged streams
+        raise CorruptEntryError("undecodable audio") from exc
+    if rate != head.get("sample_rate") or pcm.ndim != 1 or pcm.size == 0:
+        raise CorruptEntryError("audio does not match its header")
+    head.pop("key", None)
+    head.pop("sample_rate", None)
+    return CachedAudio(key, rate, wav_bytes(pcm, rate), head)

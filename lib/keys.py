@@ -1,0 +1,71 @@
+"""Cache keys: md5 hex of a canonical, versioned serialisation of every field that
+changes the audio.
+
+The key rules are pinned by exact expected values in tests/test_keys.py: changing
+anything here changes every key in every deployed cache, so it must be deliberate
+(bump :data:`KEY_SCHEMA_VERSION`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+
+__all__ = ["KEY_SCHEMA_VERSION", "KEY_RE", "KeyFields", "cache_key", "model_tag", "voice_tag"]
+
+KEY_SCHEMA_VERSION = 1
+
+#: A valid key: 32 lower-case hex digits. Checked before a key touches any store.
+KEY_RE = re.compile(r"^[0-9a-f]{32}$")
+
+
+@dataclass(frozen=True)
+class KeyFields:
+    """Everything a cache key is made of. All text fields are already normalised, and
+    fields the chosen mode does not use are already blank: the key is computed from
+    exactly what the engine receives."""
+
+    engine: str
+    model_version: str
+    voice: str
+    """Prompt fingerprint (md5 of canonical PCM), or ``preset:<name>``."""
+    prompt_text: str
+    text: str
+    style: str
+    seed: int
+    speed: float
+    mode: str
+
+    def canonical(self) -> bytes:
+        """The exact bytes that are hashed. Speed is fixed to 3 decimals so that 1,
+        1.0 and 1.0000001 are one request."""
+        doc = [
+            KEY_SCHEMA_VERSION,
+            self.engine,
+            self.model_version,
+            self.voice,
+            self.prompt_text,
+            self.text,
+            self.style,
+            int(self.seed),
+            f"{self.speed:.3f}",
+            self.mode,
+        ]
+        return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def cache_key(fields: KeyFields) -> str:
+    """md5 hex of :meth:`KeyFields.canonical`."""
+    return hashlib.md5(fields.canonical()).hexdigest()
+
+
+def model_tag(engine: str, model_version: str) -> str:
+    """The tag every entry carries: evicting it drops one model version's entries."""
+    return f"{engine}:{model_version}"
+
+
+def voice_tag(voice: str) -> str:
+    """Tag naming one voice, for ``evict("voice:<fingerprint>")``."""
+    return f"voice:{voice}"

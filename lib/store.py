@@ -1,0 +1,273 @@
+"""The disk tier: a size-limited, private ``diskcache`` store of packed entries.
+
+Failures of the store never fail a request. Every operation catches the store's own
+errors (SQLite, OS, lock time-outs), logs and counts them through ``on_error``, and
+answers as if the entry were absent; a store that could not be opened (missing,
+unwritable or full directory) is reopened on a later request, so the cache recovers
+by itself once the problem is fixed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import diskcache
+
+from lib.config import CacheConfig
+from lib.diskutil import open_cache
+from lib.entry import CachedAudio, CorruptEntryError, pack, read_header, unpack
+from lib.keys import KEY_RE
+
+__all__ = ["AudioStore"]
+
+_LOGGER = logging.getLogger(__name__)
+
+_STORE_ERRORS = (sqlite3.Error, OSError, diskcache.Timeout)
+_REOPEN_AFTER = 5.0  # seconds between attempts to reopen a broken store
+_HEADER_PEEK = 64 * 1024  # header bytes read when scanning entries by voice
+
+
+class AudioStore:
+    """Packed :class:`CachedAudio` entries in ``directory`` (normally
+    ``<cache.dir>/audio``), held under ``config.size_limit``."""
+
+    def __init__(self, config: CacheConfig, directory: Path, on_error: Callable[[str, BaseException], None]) -> None:
+        self.config = config
+        self.directory = directory
+        self._on_error = on_error
+        self._cache: diskcache.Cache | None = None
+        self._next_open = 0.0
+        self._lock = threading.Lock()
+        self.last_error: str | None = None
+        self._open()
+
+    # -- opening and failure handling ---------------------------------------------------
+
+    def _open(self) -> diskcache.Cache | None:
+        with self._lock:
+            if self._cache is not None:
+                return self._cache
+            now = time.monotonic()
+            if now < self._next_open:
+                return None
+            try:
+                self._cache = open_cache(
+                    self.directory,
+                    size_limit=self.config.size_limit,
+                    eviction_policy=self.config.eviction_policy,
+                    cull_limit=10,
+                    statistics=False,
+                    tag_index=True,
+                    # Keep the WAL small so the directory tracks the size limit.
+                    sqlite_journal_size_limit=4 * 1024 * 1024,
+                )
+                if self.last_error:
+                    _LOGGER.warning("cache store at %s is available again", self.directory)
+                self.last_error = None
+            except _STORE_ERRORS as exc:
+                self._next_open = now + _REOPEN_AFTER
+                self._report("open", exc)
+                return None
+            return self._cache
+
+    def _report(self, op: str, exc: BaseException) -> None:
+        message = f"{op}: {type(exc).__name__}: {exc}"
+        if message != self.last_error:
+            _LOGGER.error("cache store %s failed (%s); requests are served without it", self.directory, message)
+        self.last_error = message
+        self._on_error(op, exc)
+
+    def _broken(self, op: str, exc: BaseException) -> None:
+        """Report, and drop the handle so that the next call reopens the store."""
+        self._report(op, exc)
+        with self._lock:
+            cache, self._cache = self._cache, None
+            self._next_open = time.monotonic() + _REOPEN_AFTER
+        if cache is not None:
+            try:
+                cache.close()
+            except _STORE_ERRORS:
+                pass
+
+    @contextmanager
+    def _using(self, op: str) -> Iterator[diskcache.Cache | None]:
+        cache = self._cache or self._open()
+        try:
+            yield cache
+        except _STORE_ERRORS as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "full" in str(exc):
+                self._report(op, exc)  # disk full: keep the handle, eviction may free space
+            else:
+                self._broken(op, exc)
+
+    @property
+    def available(self) -> bool:
+        return (self._cache or self._open()) is not None
+
+    # -- entries ------------------------------------------------------------------------
+
+    def get(self, key: str) -> CachedAudio | None:
+        """The verified entry, or None. A damaged entry is deleted and reported."""
+        with self._using("get") as cache:
+            if cache is None:
+                return None
+            blob = cache.get(key)
+            if blob is None:
+                return None
+            try:
+                return unpack(blob, key)
+            except CorruptEntryError as exc:
+                _LOGGER.warning("cache entry %s is corrupt (%s); evicted, it will be regenerated", key, exc)
+                cache.delete(key)
+                self._on_error("corrupt", exc)
+        return None
+
+    def get_blob(self, key: str) -> bytes | None:
+        """The packed bytes, unverified (for copying to another tier)."""
+        with self._using("get") as cache:
+            if cache is not None:
+                blob = cache.get(key)
+                return blob if isinstance(blob, bytes) else None
+        return None
+
+    def contains(self, key: str) -> bool:
+        with self._using("contains") as cache:
+            return cache is not None and key in cache
+        return False
+
+    def put(self, entry: CachedAudio, *, tag: str, ttl: float | None) -> bool:
+        """Store ``entry`` unless it is too large; hold the size limit. True if stored."""
+        return self.put_blob(entry.key, pack(entry), tag=tag, ttl=ttl)
+
+    def put_blob(self, key: str, blob: bytes, *, tag: str, ttl: float | None) -> bool:
+        if not KEY_RE.match(key):
+            raise ValueError(f"not a cache key: {key!r}")
+        limit = self.config.size_limit * self.config.max_entry_fraction
+        if len(blob) > limit:
+            _LOGGER.warning(
+                "entry %s is %d bytes, over cache.max_entry_fraction of the limit; served but not stored",
+                key, len(blob),
+            )  # fmt: skip
+            return False
+        expire = ttl if ttl is not None else self.config.ttl
+        with self._using("put") as cache:
+            if cache is None:
+                return False
+            cache.set(key, blob, expire=expire, tag=tag)
+            # diskcache culls at most cull_limit items per write, so its limit is soft;
+            # cull fully here so the store never exceeds the limit by more than one entry.
+            if cache.volume() > self.config.size_limit:
+                cache.cull()
+            return True
+        return False
+
+    def delete(self, key: str) -> bool:
+        with self._using("delete") as cache:
+            return bool(cache is not None and cache.delete(key))
+        return False
+
+    # -- administration -----------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        with self._using("stats") as cache:
+            if cache is not None:
+                return {"entries": len(cache), "bytes": cache.volume(), "size_limit": self.config.size_limit}
+        return {"entries": 0, "bytes": 0, "size_limit": self.config.size_limit}
+
+    def keys(self) -> list[str]:
+        with self._using("keys") as cache:
+            if cache is not None:
+                return [k for k in cache.iterkeys() if isinstance(k, str)]
+        return []
+
+    def clear(self) -> int:
+        with self._using("clear") as cache:
+            if cache is not None:
+                return int(cache.clear())
+        return 0
+
+    def evict(self, tag: str) -> int:
+        """Drop every entry with ``tag`` (``engine:model_version``), or, for
+        ``voice:<fingerprint>``, every entry made in that voice."""
+        if tag.startswith("voice:"):
+            voice = tag[len("voice:") :]
+            return self._evict_where(lambda head: head.get("voice") == voice)
+        with self._using("evict") as cache:
+            if cache is not None:
+                return int(cache.evict(tag))
+        return 0
+
+    def expire(self) -> int:
+        """Remove expired entries now (they are never served in any case)."""
+        with self._using("expire") as cache:
+            if cache is not None:
+                return int(cache.expire())
+        return 0
+
+    def verify(self) -> dict[str, Any]:
+        """Check every entry's checksum and the store's own consistency (orphan files,
+        sizes); repair what is wrong. Returns what was done."""
+        checked = corrupt = 0
+        warnings: list[str] = []
+        with self._using("verify") as cache:
+            if cache is None:
+                return {"checked": 0, "corrupt_removed": 0, "repairs": [], "available": False}
+            for key in list(cache.iterkeys()):
+                blob = cache.get(key)
+                if blob is None:
+                    continue
+                checked += 1
+                try:
+                    unpack(blob, key)
+                except CorruptEntryError:
+                    corrupt += 1
+                    cache.delete(key)
+            warnings = [str(w.message) for w in cache.check(fix=True)]
+        return {"checked": checked, "corrupt_removed": corrupt, "repairs": warnings, "available": True}
+
+    def close(self) -> None:
+        with self._lock:
+            cache, self._cache = self._cache, None
+        if cache is not None:
+            cache.close()
+
+    def _evict_where(self, match: Callable[[dict[str, Any]], bool]) -> int:
+        removed = 0
+        with self._using("evict") as cache:
+            if cache is None:
+                return 0
+            for key in list(cache.iterkeys()):
+                handle = cache.get(key, read=True)
+                if handle is None:
+                    continue
+                try:
+                    head_bytes = handle.read(_HEADER_PEEK)
+                finally:
+                    handle.close()
+                try:
+                    head = read_header(head_bytes)
+                except CorruptEntryError:
+                    continue
+                if match(head) and cache.delete(key):
+                    removed += 1
+        return removed
+
+
+def directory_bytes(path: str | os.PathLike[str]) -> int:
+    """Total size of the files under ``path`` (for tests and the dashboard)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                pass
+    return total
