@@ -164,7 +164,8 @@ class AppConfig:
             if value is None:
                 continue
             _assign(data, dotted, value)
-        return _build(AppConfig, data, "")
+        built: AppConfig = _build(AppConfig, data, "")
+        return built
 
 
 _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
@@ -214,7 +215,7 @@ def load_config(
         data = loaded or {}
     for dotted, raw in _env_values(os.environ if env is None else env).items():
         _assign(data, dotted, yaml.safe_load(raw) if raw.strip() else None)
-    config = _build(AppConfig, data, "")
+    config: AppConfig = _build(AppConfig, data, "")
     return config.replace(overrides or {})
 
 
@@ -337,14 +338,20 @@ def _check(config: AppConfig) -> None:
         (bool(c.dir.strip()), "cache.dir: must not be empty"),
         (config.text.max_chars >= 1, f"text.max_chars: must be at least 1, got {config.text.max_chars}"),
         (config.text.max_style_chars >= 0, "text.max_style_chars: must be >= 0"),
-        (0 < config.prompt.min_seconds < config.prompt.max_seconds, "prompt.min_seconds: must be > 0 and below prompt.max_seconds"),
+        (
+            0 < config.prompt.min_seconds < config.prompt.max_seconds,
+            "prompt.min_seconds: must be > 0 and below prompt.max_seconds",
+        ),
         (config.prompt.max_upload_bytes > 0, "prompt.max_upload_bytes: must be positive"),
         (config.voices.memory_bytes >= 0, "voices.memory_bytes: must be >= 0"),
         (
             config.builtin.language in ("auto", "cmn", "yue", "en-us"),
             f"builtin.language: use auto, cmn, yue or en-us, got {config.builtin.language!r}",
         ),
-        (config.cosyvoice.device in ("auto", "cpu", "cuda"), f"cosyvoice.device: use auto, cpu or cuda, got {config.cosyvoice.device!r}"),
+        (
+            config.cosyvoice.device in ("auto", "cpu", "cuda"),
+            f"cosyvoice.device: use auto, cpu or cuda, got {config.cosyvoice.device!r}",
+        ),
         (1 <= config.server.port <= 65535, f"server.port: must be 1-65535, got {config.server.port}"),
     ]  # fmt: skip
     for ok, message in rules:

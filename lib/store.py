@@ -15,7 +15,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -92,10 +92,8 @@ class AudioStore:
             cache, self._cache = self._cache, None
             self._next_open = time.monotonic() + _REOPEN_AFTER
         if cache is not None:
-            try:
+            with suppress(*_STORE_ERRORS):
                 cache.close()
-            except _STORE_ERRORS:
-                pass
 
     @contextmanager
     def _using(self, op: str) -> Iterator[diskcache.Cache | None]:
@@ -266,8 +264,6 @@ def directory_bytes(path: str | os.PathLike[str]) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
-            try:
+            with suppress(OSError):
                 total += os.path.getsize(os.path.join(root, name))
-            except OSError:
-                pass
     return total

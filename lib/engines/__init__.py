@@ -35,11 +35,13 @@ def create_engine(config: AppConfig) -> Engine:
     if name == "builtin":
         from lib.engines.builtin import BuiltinEngine
 
-        return BuiltinEngine(config.builtin)
+        builtin: Engine = BuiltinEngine(config.builtin)
+        return builtin
     if name == "cosyvoice":
         from lib.engines.cosyvoice import CosyVoiceEngine
 
-        return CosyVoiceEngine(config.cosyvoice)
+        cosy: Engine = CosyVoiceEngine(config.cosyvoice)
+        return cosy
     if name == "tone":
         from lib.engines.tone import ToneEngine
 

@@ -1,0 +1,67 @@
+"""Prometheus metrics (all named ``tts_*``), one registry per service so that several
+services in one process (tests) do not collide."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+__all__ = ["CONTENT_TYPE", "Metrics"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_LATENCY_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class _GaugeCollector(Collector):
+    """Gauges computed at scrape time from the live store, so they are never stale."""
+
+    def __init__(self, read: Callable[[], dict[str, Any]]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        values = self._read()
+        yield GaugeMetricFamily("tts_cache_entries", "Entries in the disk tier", value=values.get("entries", 0))
+        yield GaugeMetricFamily("tts_cache_bytes", "Bytes used by the disk tier", value=values.get("bytes", 0))
+        yield GaugeMetricFamily(
+            "tts_cache_size_limit_bytes", "Configured size limit of the disk tier", value=values.get("size_limit", 0)
+        )
+        yield GaugeMetricFamily(
+            "tts_memory_tier_bytes", "Bytes held by the in-memory tier", value=values.get("memory_bytes", 0)
+        )
+        yield GaugeMetricFamily(
+            "tts_shared_tier_up", "1 when the shared (Redis) tier is reachable", value=values.get("shared_up", 0)
+        )
+
+
+class Metrics:
+    """The service's instruments."""
+
+    def __init__(self, gauges: Callable[[], dict[str, Any]]) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        r = self.registry
+        self.requests = Counter(
+            "tts_cache_requests", "Synthesis requests by cache result", ["result"], registry=r
+        )
+        for result in ("hit", "miss", "bypass", "error"):
+            self.requests.labels(result)
+        self.latency = Histogram(
+            "tts_request_duration_seconds", "Request latency by cache result", ["result"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.engine_calls = Counter("tts_engine_calls", "Engine synthesis calls", registry=r)
+        self.engine_latency = Histogram(
+            "tts_engine_duration_seconds", "Engine synthesis time", buckets=_LATENCY_BUCKETS, registry=r
+        )
+        self.voice_extractions = Counter("tts_voice_extractions", "Voice profiles extracted from prompts", registry=r)
+        self.cache_errors = Counter("tts_cache_errors", "Cache store failures by operation", ["op"], registry=r)
+        self.shared_errors = Counter("tts_shared_errors", "Shared (Redis) tier failures", registry=r)
+        self.tier_hits = Counter("tts_cache_tier_hits", "Hits by the tier that served them", ["tier"], registry=r)
+        r.register(_GaugeCollector(gauges))
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
