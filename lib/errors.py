@@ -9,16 +9,16 @@ the command-line tools print the message and exit non-zero. Messages say what is
 from __future__ import annotations
 
 __all__ = [
-    "TTSError",
-    "ValidationError",
-    "NotAudioError",
-    "PromptAudioError",
-    "NotFoundError",
+    "CacheError",
+    "ConfigError",
     "EngineError",
     "EngineUnavailableError",
-    "ConfigError",
-    "CacheError",
+    "NotAudioError",
+    "NotFoundError",
     "PayloadTooLargeError",
+    "PromptAudioError",
+    "TTSError",
+    "ValidationError",
 ]
 
 

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 
-__all__ = ["KEY_SCHEMA_VERSION", "KEY_RE", "KeyFields", "cache_key", "model_tag", "voice_tag"]
+__all__ = ["KEY_RE", "KEY_SCHEMA_VERSION", "KeyFields", "cache_key", "model_tag", "voice_tag"]
 
 KEY_SCHEMA_VERSION = 1
 
