@@ -117,7 +117,7 @@ class PromptDecoder:
 def _read(source: str | os.PathLike[str] | bytes) -> tuple[np.ndarray, int]:
     try:
         fh: io.BytesIO | str = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else os.fspath(source)
-        data, rate = sf.read(fh, dtype="float32", always_2d=True)
+        data, rate = sf.read(fh, dtype="float64", always_2d=True)
     except (sf.LibsndfileError, RuntimeError, TypeError, ValueError) as exc:
         raise NotAudioError(
             "prompt audio is not decodable audio; upload a WAV, FLAC, OGG or MP3 recording of speech"
@@ -137,8 +137,8 @@ def _as_float(samples: np.ndarray) -> np.ndarray:
         raise NotAudioError(f"prompt audio array must be 1-D or 2-D, got shape {arr.shape}")
     if np.issubdtype(arr.dtype, np.integer):
         scale = float(np.iinfo(arr.dtype).max) + 1.0
-        return (arr.astype(np.float64) / scale).astype(np.float32)
-    return arr.astype(np.float32)
+        return arr.astype(np.float64) / scale
+    return arr.astype(np.float64)
 
 
 def _canonical(data: np.ndarray, rate: int) -> np.ndarray:
@@ -150,7 +150,8 @@ def _canonical(data: np.ndarray, rate: int) -> np.ndarray:
     if rate != PROMPT_SAMPLE_RATE:
         g = math.gcd(rate, PROMPT_SAMPLE_RATE)
         mono = resample_poly(mono, PROMPT_SAMPLE_RATE // g, rate // g)
-    return float_to_int16(mono)
+    # Scale by 32768 (not 32767) so 16 kHz 16-bit input passes through bit-exact.
+    return np.clip(np.rint(mono * 32768.0), -32768, 32767).astype(np.int16)
 
 
 def float_to_int16(audio: np.ndarray) -> np.ndarray:

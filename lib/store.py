@@ -246,10 +246,13 @@ class AudioStore:
                 handle = cache.get(key, read=True)
                 if handle is None:
                     continue
-                try:
-                    head_bytes = handle.read(_HEADER_PEEK)
-                finally:
-                    handle.close()
+                if isinstance(handle, bytes):  # small values live in SQLite, not in files
+                    head_bytes = handle[:_HEADER_PEEK]
+                else:
+                    try:
+                        head_bytes = handle.read(_HEADER_PEEK)
+                    finally:
+                        handle.close()
                 try:
                     head = read_header(head_bytes)
                 except CorruptEntryError:
