@@ -123,7 +123,24 @@ class CosyVoiceConfig:
     fp16: bool = False
     """Half precision on GPU."""
     prompt_cache_bytes: int = 256 * 1024**2
-    """Byte budget of prompt features kept in the model's speaker table."""
+    """Byte budget of prompt features kept in the model's speaker table (an in-memory LRU;
+    the features also persist in the voice cache, so an evicted voice costs one
+    deserialisation, not a frontend run)."""
+    fingerprint_file: str | None = None
+    """JSON file remembering the model files' digests by path, size and modification time,
+    so that the model version is hashed once per model file and start-up stays fast.
+    Null uses ``$XDG_CACHE_HOME/voice-tts/cosyvoice-fingerprints.json`` (``~/.cache``)."""
+
+    def __post_init__(self) -> None:
+        # Checks of this section live here, beside its fields (the CosyVoice engine owns them).
+        if self.prompt_cache_bytes < 0:
+            raise ConfigError(f"cosyvoice.prompt_cache_bytes: must be >= 0, got {self.prompt_cache_bytes}")
+        for key in ("model_dir", "repo_dir", "fingerprint_file"):
+            value = getattr(self, key)
+            if value is not None and not value.strip():
+                raise ConfigError(f"cosyvoice.{key}: must not be empty; give a path or leave it null")
+        if self.fp16 and self.device == "cpu":
+            raise ConfigError("cosyvoice.fp16: half precision needs cosyvoice.device cuda or auto, not cpu")
 
 
 @dataclass(frozen=True)

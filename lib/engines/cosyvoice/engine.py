@@ -1,0 +1,321 @@
+"""The CosyVoice engine: CosyVoice-300M, CosyVoice2 and CosyVoice3 behind the Engine interface.
+
+Start-up order is chosen so that failures are cheap and clear: the model directory is
+checked first (no imports), then torch and the CosyVoice code are imported, then the
+model is loaded, then its fingerprint (remembered between starts) becomes the model
+version.
+
+Determinism: all model calls are serialised by one lock, and CosyVoice's
+``set_all_random_seed`` runs immediately before each call, so the same request gives the
+same samples in any process on the same hardware and code. ``stream`` holds that lock
+until its generator is exhausted or closed, because a second request drawing from the
+global RNG in between would change the rest of the audio.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lib.config import CosyVoiceConfig
+from lib.engines.base import PROMPT_SAMPLE_RATE, Synthesis, VoiceProfile
+from lib.engines.cosyvoice.modeldir import ModelDir, fingerprint, inspect_model_dir
+from lib.engines.cosyvoice.runtime import Runtime, accepts, load_runtime, marker_added_by
+from lib.engines.cosyvoice.speakers import PROMPT_PREFIX, PromptTable, dump_features, load_features
+from lib.errors import EngineError, EngineUnavailableError, NotFoundError, PromptAudioError, ValidationError
+
+__all__ = ["CosyVoiceEngine"]
+
+_LOGGER = logging.getLogger(__name__)
+
+#: CosyVoice's speech tokenizer refuses prompts longer than this.
+MAX_PROMPT_SECONDS = 30.0
+MIN_PROMPT_SECONDS = 0.5
+#: CosyVoice3 was trained with this system prompt in front of every prompt/instruction.
+_V3_SYSTEM = "You are a helpful assistant."
+_V3_END = "<|endofprompt|>"
+
+
+@dataclass
+class _Plan:
+    """One upstream call: what to put in the speaker table, then the generator to run."""
+
+    run: Callable[[], Iterator[dict[str, Any]]]
+    arm: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """(speaker id, overrides) to arm in the speaker table right before the call."""
+
+
+class CosyVoiceEngine:
+    """CosyVoice behind :class:`lib.engines.base.Engine`; see ``docs/cosyvoice.md``."""
+
+    name = "cosyvoice"
+    style_modes = frozenset({"instruct"})
+
+    def __init__(self, config: CosyVoiceConfig) -> None:
+        started = time.perf_counter()
+        self.config = config
+        self.model: ModelDir = inspect_model_dir(config.model_dir)
+        self._rt: Runtime = load_runtime(config.repo_dir, config.device)
+        self.cosyvoice: Any = self._rt.load(self.model, fp16=config.fp16)
+        self._lock = threading.RLock()
+        frontend = self.cosyvoice.frontend
+        self.sample_rate = int(self.cosyvoice.sample_rate)
+        # Upstream frontends carry a text normaliser (ttsfrd/wetext, or at least sentence
+        # splitting); cosyvoice-minicpmo removed it and raises if asked to use it.
+        self._text_frontend = hasattr(frontend, "text_frontend") or hasattr(frontend, "use_ttsfrd")
+        self._pristine_presets = {
+            spk: dict(info) for spk, info in frontend.spk2info.items() if not str(spk).startswith(PROMPT_PREFIX)
+        }
+        self._table = PromptTable(frontend.spk2info, config.prompt_cache_bytes)
+        variant = f"{self._rt.source}|text_frontend={int(self._text_frontend)}|instruct={int(self.model.instruct)}"
+        self.model_version = f"{self.model.family.key}-{fingerprint(self.model, variant, config.fingerprint_file)}"
+        self.modes = self._supported_modes()
+        self.frontend_runs = 0
+        """Prompt frontend runs (speech tokens, features, embedding) since start."""
+        _LOGGER.info(
+            "cosyvoice %s ready in %.1f s: %s, modes %s, %d preset voices",
+            self.model_version,
+            time.perf_counter() - started,
+            self.model.path,
+            ",".join(sorted(self.modes)),
+            len(self._pristine_presets),
+        )
+
+    # -- description ------------------------------------------------------------------
+
+    @property
+    def family(self) -> str:
+        return self.model.family.key
+
+    def _supported_modes(self) -> frozenset[str]:
+        modes: set[str] = set()
+        has_presets = bool(self._pristine_presets)
+        if self.family == "300m" and self.model.instruct:
+            # The -Instruct model speaks preset voices with an instruction; it was not
+            # trained for cloning (upstream refuses cross-lingual with it).
+            if has_presets:
+                modes |= {"instruct", "preset"}
+        elif self.family == "300m":
+            modes |= {"zero_shot", "cross_lingual"}
+        else:
+            modes |= {"zero_shot", "cross_lingual", "instruct"}
+        if has_presets:
+            modes.add("preset")
+        return frozenset(modes)
+
+    def presets(self) -> list[str]:
+        return sorted(self._pristine_presets)
+
+    def preset_voice(self, name: str) -> VoiceProfile:
+        if name not in self._pristine_presets:
+            known = ", ".join(self.presets()) or "none (this model has no spk2info.pt)"
+            raise NotFoundError(f"unknown preset voice {name!r}; this CosyVoice model has: {known}")
+        return VoiceProfile(self.name, self.model_version, "preset", {"speaker": name})
+
+    # -- prompt frontend --------------------------------------------------------------
+
+    def extract_voice(self, prompt_pcm: np.ndarray, prompt_text: str) -> VoiceProfile:
+        """Run CosyVoice's prompt frontend once (``add_zero_shot_spk``) and return the
+        features as a serialisable profile; they are also registered for immediate use."""
+        pcm = self._check_prompt(prompt_pcm)
+        text = self._prompt_text(prompt_text)
+        torch = self._rt.torch
+        with self._lock:
+            key = self._rt.prompt_key(pcm) if self._rt.path_prompts else None
+            audio = key if key is not None else torch.from_numpy(pcm).unsqueeze(0)
+            scratch = PROMPT_PREFIX + "extracting"
+            try:
+                self.cosyvoice.add_zero_shot_spk(text, audio, scratch)
+                features = self.cosyvoice.frontend.spk2info.pop(scratch)
+            except (AssertionError, RuntimeError, ValueError) as exc:
+                raise PromptAudioError(
+                    f"CosyVoice could not analyse the prompt audio ({exc}); use 3-10 s of clear speech"
+                ) from exc
+            finally:
+                if key is not None:
+                    self._rt.wav_registry.pop(key, None)
+            self.frontend_runs += 1
+            blob, feature_id = dump_features(torch, features)
+            self._table.put(PROMPT_PREFIX + feature_id, features)
+        return VoiceProfile(
+            self.name, self.model_version, "prompt", {"prompt_text": text, "feature_id": feature_id}, blob
+        )
+
+    def _check_prompt(self, prompt_pcm: np.ndarray) -> np.ndarray:
+        pcm = np.asarray(prompt_pcm)
+        if pcm.ndim == 2 and 1 in pcm.shape:
+            pcm = pcm.reshape(-1)
+        if pcm.ndim != 1 or pcm.dtype != np.int16:
+            raise PromptAudioError("prompt audio must be mono 16-bit PCM at 16 kHz")
+        seconds = pcm.size / PROMPT_SAMPLE_RATE
+        if seconds < MIN_PROMPT_SECONDS:
+            raise PromptAudioError(
+                f"prompt audio is {seconds:.2f} s; CosyVoice needs at least "
+                f"{MIN_PROMPT_SECONDS:g} s of speech (3-10 s works best)"
+            )
+        if seconds > MAX_PROMPT_SECONDS:
+            raise PromptAudioError(
+                f"prompt audio is {seconds:.1f} s; CosyVoice's speech tokenizer takes at most "
+                f"{MAX_PROMPT_SECONDS:g} s, trim it"
+            )
+        audio = pcm.astype(np.float32) / 32768.0
+        if float(np.sqrt(np.mean(audio * audio))) < 1e-4:
+            raise PromptAudioError("prompt audio is silent; record the voice closer to the microphone")
+        return audio
+
+    def _prompt_text(self, prompt_text: str) -> str:
+        text = prompt_text.strip()
+        if text and self._text_frontend:
+            text = str(self.cosyvoice.frontend.text_normalize(text, split=False, text_frontend=True))
+        if self.family == "v3" and _V3_END not in text:
+            text = f"{_V3_SYSTEM}{_V3_END}{text}"
+        return text
+
+    # -- synthesis ----------------------------------------------------------------------
+
+    def synthesise(
+        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
+    ) -> Synthesis:
+        chunks = list(self.stream(text, voice, style=style, seed=seed, speed=speed, mode=mode))
+        audio = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
+        if audio.size == 0:
+            raise EngineError("CosyVoice produced no audio for this text; nothing was cached")
+        return Synthesis(audio, {"family": self.family, "chunks": len(chunks)})
+
+    def stream(
+        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
+    ) -> Iterator[np.ndarray]:
+        """The audio of :meth:`synthesise` as float32 chunks, one per text segment CosyVoice
+        splits the text into. Chunks are never produced with CosyVoice's own ``stream=True``:
+        its chunking depends on timing and ignores ``speed``, so the joined audio would
+        differ from the cached result."""
+        if not text.strip():
+            raise ValidationError("text: is empty; type the words to speak")
+        if not (speed > 0 and np.isfinite(speed)):
+            raise ValidationError(f"speed: must be positive, got {speed}")
+        self._check_profile(voice)
+        return self._generate(text, voice, style, int(seed), float(speed), mode)
+
+    def _generate(
+        self, text: str, voice: VoiceProfile, style: str, seed: int, speed: float, mode: str
+    ) -> Iterator[np.ndarray]:
+        with self._lock:
+            plan = self._plan(text, voice, style, speed, mode)
+            for spk_id, overrides in plan.arm:
+                self._arm(spk_id, overrides)
+            self._rt.set_seed(seed)
+            for output in plan.run():
+                chunk = output["tts_speech"].detach().cpu().numpy().reshape(-1).astype(np.float32, copy=False)
+                if not np.all(np.isfinite(chunk)):
+                    raise EngineError("CosyVoice produced invalid (non-finite) audio; nothing was cached")
+                yield np.clip(chunk, -1.0, 1.0)
+
+    def _check_profile(self, voice: VoiceProfile) -> None:
+        if voice.engine != self.name or voice.model_version != self.model_version:
+            raise EngineError(
+                f"voice profile was made by {voice.engine} {voice.model_version}, not by this "
+                f"{self.name} {self.model_version}; extract the voice again"
+            )
+
+    def _arm(self, spk_id: str, overrides: dict[str, Any]) -> None:
+        table = self.cosyvoice.frontend.spk2info
+        if spk_id in self._pristine_presets:
+            table[spk_id] = dict(self._pristine_presets[spk_id])
+        elif not self._table.arm(spk_id):  # pragma: no cover - _plan registers it under the same lock
+            raise EngineError("prompt voice vanished from the speaker table")
+        if overrides:
+            table[spk_id] = {**table[spk_id], **overrides}
+
+    def _speaker_for(self, voice: VoiceProfile) -> tuple[str, bool]:
+        """Speaker-table id of ``voice`` and whether it carries prompt features
+        (prompt voices always; presets only when saved from a prompt, as in CosyVoice2)."""
+        if voice.kind == "preset":
+            name = str(voice.params.get("speaker", ""))
+            if name not in self._pristine_presets:
+                raise NotFoundError(f"unknown preset voice {name!r}; use one of {', '.join(self.presets())}")
+            return name, "prompt_speech_feat" in self._pristine_presets[name]
+        feature_id = str(voice.params.get("feature_id") or hashlib.sha256(voice.blob).hexdigest()[:24])
+        spk_id = PROMPT_PREFIX + feature_id
+        if spk_id not in self._table:
+            if not voice.blob:
+                raise EngineError("prompt voice profile has no features; extract the voice again")
+            self._table.put(spk_id, load_features(self._rt.torch, voice.blob, self.cosyvoice.frontend.device))
+            self._table.loads += 1
+        return spk_id, True
+
+    def _plan(self, text: str, voice: VoiceProfile, style: str, speed: float, mode: str) -> _Plan:
+        if mode not in self.modes:
+            raise ValidationError(
+                f"mode: this CosyVoice model ({self.model.family.models}, {self.model.path.name}) "
+                f"does not support {mode}; use one of {', '.join(sorted(self.modes))}"
+            )
+        cosy, tf = self.cosyvoice, self._text_frontend
+        spk_id, has_prompt = self._speaker_for(voice)
+        common: dict[str, Any] = {"stream": False, "speed": speed, "text_frontend": tf}
+        prompt_text = str(voice.params.get("prompt_text", ""))
+        if mode == "preset" and voice.kind == "prompt":
+            mode = "zero_shot" if prompt_text else "cross_lingual"
+        if mode == "preset":
+            if has_prompt:
+                return _Plan(
+                    lambda: cosy.inference_zero_shot(text, prompt_text, None, zero_shot_spk_id=spk_id, **common),
+                    [(spk_id, {})],
+                )
+            return _Plan(lambda: cosy.inference_sft(text, spk_id, **common))
+        if mode == "instruct" and self.family == "300m":
+            if voice.kind != "preset":
+                raise ValidationError(
+                    "instruct mode of CosyVoice-300M-Instruct speaks a preset voice; pick one of "
+                    + ", ".join(self.presets())
+                )
+            instruction = (
+                style if marker_added_by(cosy.frontend.frontend_instruct, "<endofprompt>") else f"{style}<endofprompt>"
+            )
+            return _Plan(lambda: cosy.inference_instruct(text, spk_id, instruction, **common))
+        if not has_prompt:
+            raise ValidationError(f"mode: {mode} needs a prompt voice; preset {spk_id!r} has no prompt features")
+        if mode == "zero_shot":
+            if not prompt_text:
+                raise ValidationError("prompt_text: zero_shot mode needs the transcript of the prompt audio")
+            return _Plan(
+                lambda: cosy.inference_zero_shot(text, prompt_text, None, zero_shot_spk_id=spk_id, **common),
+                [(spk_id, {})],
+            )
+        if mode == "cross_lingual":
+            if not accepts(cosy.inference_cross_lingual, "zero_shot_spk_id"):
+                raise EngineUnavailableError(
+                    "this CosyVoice code cannot reuse prompt features in cross-lingual "
+                    "mode (no zero_shot_spk_id); update the upstream checkout"
+                )
+            spoken = f"{_V3_SYSTEM}{_V3_END}{text}" if self.family == "v3" else text
+            return _Plan(
+                lambda: cosy.inference_cross_lingual(spoken, None, zero_shot_spk_id=spk_id, **common), [(spk_id, {})]
+            )
+        # instruct with CosyVoice2/3: the instruction replaces the prompt transcript. With a
+        # zero_shot_spk_id upstream would keep the stored transcript tokens and silently drop
+        # the instruction, so the armed copy carries the instruction's tokens instead.
+        instruction = f"{_V3_SYSTEM} {style}" if self.family == "v3" else style
+        if not marker_added_by(cosy.frontend.frontend_instruct2, _V3_END):
+            instruction += _V3_END
+        tokens, length = cosy.frontend._extract_text_token(instruction)
+        overrides = {"prompt_text": tokens, "prompt_text_len": length}
+        return _Plan(
+            lambda: cosy.inference_instruct2(text, instruction, None, zero_shot_spk_id=spk_id, **common),
+            [(spk_id, overrides)],
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            self._table.clear()
+            self.cosyvoice = None
+        gc.collect()
