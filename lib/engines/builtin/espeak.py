@@ -23,11 +23,12 @@ private copy means two instances do not share state either.
 
 from __future__ import annotations
 
-import _ctypes
-import ctypes
+import json
 import logging
-import shutil
-import tempfile
+import os
+import struct
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,14 +44,7 @@ _LOGGER = logging.getLogger(__name__)
 #: Rate of the audio espeak-ng delivers in synchronous mode.
 ESPEAK_SAMPLE_RATE = 22_050
 
-_AUDIO_OUTPUT_SYNCHRONOUS = 2
-_INITIALIZE_DONT_EXIT = 0x8000
-_CHARS_UTF8 = 1
-_POS_CHARACTER = 1
-# espeak_PARAMETER values.
-_RATE, _VOLUME, _PITCH, _RANGE = 1, 2, 3, 4
-
-_Callback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p)
+_WORKER = Path(__file__).with_name("_espeak_worker.py")
 
 
 @dataclass(frozen=True)
@@ -70,7 +64,7 @@ class EspeakParams:
 
 
 class EspeakSynth:
-    """Serialised, reproducible access to libespeak-ng."""
+    """Serialised, reproducible access to libespeak-ng through a worker process."""
 
     def __init__(self) -> None:
         try:
@@ -79,88 +73,76 @@ class EspeakSynth:
             raise EngineUnavailableError(
                 "the builtin engine needs the espeakng-loader package; pip install espeakng-loader==0.2.4"
             ) from exc
-        source = Path(espeakng_loader.get_library_path())
-        self._data_path = espeakng_loader.get_data_path().encode()
-        self._tmpdir = tempfile.mkdtemp(prefix="tts-espeak-")
-        self._lib_path = str(Path(self._tmpdir) / source.name)
-        shutil.copyfile(source, self._lib_path)
+        self._argv = [sys.executable, "-I", str(_WORKER), espeakng_loader.get_library_path(),
+                      espeakng_loader.get_data_path()]  # fmt: skip
         self._lock = threading.Lock()
-        self._chunks: list[np.ndarray] = []
-        # Keep a reference: ctypes callbacks must outlive every call that may use them.
-        self._callback = _Callback(self._on_audio)
-        self.version = self._probe_version()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._closed = False
+        self.version = self._call({"op": "info"}).decode("ascii", "replace")
 
-    def _on_audio(self, wav: ctypes._Pointer[ctypes.c_short], count: int, events: int | None) -> int:
-        if count > 0:
-            self._chunks.append(np.ctypeslib.as_array(wav, shape=(count,)).copy())
-        return 0
-
-    def _load(self) -> ctypes.CDLL:
-        lib = ctypes.CDLL(self._lib_path)
-        lib.espeak_Initialize.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
-        lib.espeak_Initialize.restype = ctypes.c_int
-        lib.espeak_SetSynthCallback.argtypes = [_Callback]
-        lib.espeak_SetVoiceByName.argtypes = [ctypes.c_char_p]
-        lib.espeak_SetVoiceByName.restype = ctypes.c_int
-        lib.espeak_SetParameter.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
-        lib.espeak_SetParameter.restype = ctypes.c_int
-        lib.espeak_Synth.argtypes = [
-            ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint, ctypes.c_int,
-            ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p,
-        ]  # fmt: skip
-        lib.espeak_Synth.restype = ctypes.c_int
-        lib.espeak_Info.argtypes = [ctypes.POINTER(ctypes.c_char_p)]
-        lib.espeak_Info.restype = ctypes.c_char_p
-        rate = lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, 0, self._data_path, _INITIALIZE_DONT_EXIT)
-        if rate != ESPEAK_SAMPLE_RATE:
-            self._unload(lib)
-            raise EngineUnavailableError(f"espeak-ng failed to initialise (returned {rate}); reinstall espeakng-loader")
-        lib.espeak_SetSynthCallback(self._callback)
-        return lib
-
-    @staticmethod
-    def _unload(lib: ctypes.CDLL) -> None:
-        lib.espeak_Terminate()
-        _ctypes.dlclose(lib._handle)
-
-    def _probe_version(self) -> str:
+    def _call(self, request: dict[str, object]) -> bytes:
+        body = json.dumps(request, ensure_ascii=False).encode("utf-8")
         with self._lock:
-            lib = self._load()
-            try:
-                raw = lib.espeak_Info(None)
-            finally:
-                self._unload(lib)
-        return raw.decode("ascii", "replace") if raw else "unknown"
+            if self._closed:
+                raise EngineError("the builtin engine is closed")
+            for attempt in (1, 2):
+                proc = self._worker()
+                try:
+                    assert proc.stdin is not None and proc.stdout is not None  # noqa: S101 - set by Popen
+                    proc.stdin.write(struct.pack("<I", len(body)) + body)
+                    proc.stdin.flush()
+                    head = proc.stdout.read(8)
+                    if len(head) != 8:
+                        raise EOFError
+                    status, size = struct.unpack("<II", head)
+                    payload = proc.stdout.read(size)
+                    if len(payload) != size:
+                        raise EOFError
+                except (EOFError, OSError) as exc:
+                    _LOGGER.warning("espeak-ng worker died (attempt %d): %s", attempt, exc)
+                    self._stop()
+                    if attempt == 2:
+                        raise EngineError("espeak-ng worker process failed; see the log") from exc
+                    continue
+                if status != 0:
+                    raise EngineError(payload.decode("utf-8", "replace"))
+                return payload
+        raise EngineError("espeak-ng worker process failed")  # pragma: no cover - loop always returns
+
+    def _worker(self) -> subprocess.Popen[bytes]:
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = subprocess.Popen(
+                self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")},
+            )  # fmt: skip
+        return self._proc
+
+    def _stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
     def synth(self, text: str, params: EspeakParams) -> np.ndarray:
         """Speak ``text`` with ``params``; int16 mono at :data:`ESPEAK_SAMPLE_RATE`.
 
         Bit-identical for identical arguments, in any process, at any time."""
-        data = text.encode("utf-8") + b"\0"
-        with self._lock:
-            if self._tmpdir is None:
-                raise EngineError("the builtin engine is closed")
-            lib = self._load()
-            try:
-                self._chunks = []
-                if lib.espeak_SetVoiceByName(params.voice.encode("ascii")) != 0:
-                    raise EngineError(f"espeak-ng has no voice {params.voice!r}")
-                for key, value in ((_RATE, params.rate), (_PITCH, params.pitch), (_RANGE, params.range),
-                                   (_VOLUME, params.volume)):  # fmt: skip
-                    lib.espeak_SetParameter(key, int(value), 0)
-                status = lib.espeak_Synth(data, len(data), 0, _POS_CHARACTER, 0, _CHARS_UTF8, None, None)
-                if status != 0:
-                    raise EngineError(f"espeak-ng failed to synthesise (status {status})")
-                chunks, self._chunks = self._chunks, []
-            finally:
-                self._unload(lib)
-        if not chunks:
-            return np.zeros(0, dtype=np.int16)
-        return np.concatenate(chunks).astype(np.int16, copy=False)
+        payload = self._call(
+            {"op": "synth", "text": text, "voice": params.voice, "rate": params.rate, "pitch": params.pitch,
+             "range": params.range, "volume": params.volume}
+        )  # fmt: skip
+        return np.frombuffer(payload, dtype="<i2").astype(np.int16)
 
     def close(self) -> None:
-        """Remove the private library copy; later calls raise :class:`EngineError`."""
+        """Stop the worker; later calls raise :class:`EngineError`."""
         with self._lock:
-            if self._tmpdir is not None:
-                shutil.rmtree(self._tmpdir, ignore_errors=True)
-                self._tmpdir = None  # type: ignore[assignment]
+            self._closed = True
+            self._stop()

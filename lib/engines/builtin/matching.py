@@ -17,18 +17,25 @@ with clean glottal pulses, the best case for PSOLA, while WORLD's vocoder adds i
 buzz to it. Speaker similarity (resemblyzer) is reported by the bench for both.
 pyworld also needs a source build and a setuptools < 81 pin; parselmouth ships wheels.
 
-All of this is single-threaded float64 arithmetic, so the output is bit-identical for
-identical input.
+Determinism: Praat's overlap-add draws from Praat's global random generator (it
+jitters the copying of voiceless stretches), so identical input gave different bytes on
+every call. Each transform therefore seeds that generator with a fixed value first
+(``random_initializeWithSeedUnsafelyButPredictably``) and re-seeds it unpredictably
+afterwards, so other Praat users in the process are not left with a fixed sequence. The
+rest is single-threaded float64 arithmetic; callers serialise calls (Praat's state is
+global).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from fractions import Fraction
 
 import numpy as np
 import parselmouth
-from parselmouth.praat import call
+from parselmouth.praat import call, run
 from scipy.signal import resample_poly
 
 from lib.engines.builtin.profile import pitch_frames, pitch_stats
@@ -40,6 +47,17 @@ _LOGGER = logging.getLogger(__name__)
 _MIN_RANGE_FACTOR, _MAX_RANGE_FACTOR = 0.3, 3.0
 _NOMINAL_PEAK = 0.7
 _CEILING = 0.98
+_PRAAT_SEED = 20240611
+
+
+@contextmanager
+def _predictable_praat() -> Iterator[None]:
+    """Seed Praat's global random generator for the duration of one transform."""
+    run(f"random_initializeWithSeedUnsafelyButPredictably({_PRAAT_SEED})")
+    try:
+        yield
+    finally:
+        run("random_initializeSafelyAndUnpredictably()")
 
 
 def match_pitch_and_formants(
@@ -74,14 +92,22 @@ def match_pitch_and_formants(
         scale = float(ratio)
     else:
         y, scale = x, 1.0
+    with _predictable_praat():
+        return _psola(y, rate, times / scale, new_hz, scale * duration_factor, 600.0 * max(scale, 1.0))
+
+
+def _psola(
+    y: np.ndarray, rate: int, times: np.ndarray, hz: np.ndarray, duration_factor: float, ceiling: float
+) -> np.ndarray:
+    """Impose pitch points (``times``, ``hz``) and a constant duration factor on ``y``."""
     sound = parselmouth.Sound(np.ascontiguousarray(y, dtype=np.float64), float(rate))
-    manipulation = call(sound, "To Manipulation", 0.01, 50.0, 600.0 * max(scale, 1.0))
+    manipulation = call(sound, "To Manipulation", 0.01, 50.0, ceiling)
     tier = call("Create PitchTier", "target", 0.0, sound.duration)
-    for t, f in zip(times / scale, new_hz, strict=True):
+    for t, f in zip(times, hz, strict=True):
         call(tier, "Add point", float(t), float(f))
     call([manipulation, tier], "Replace pitch tier")
     durations = call("Create DurationTier", "target", 0.0, sound.duration)
-    call(durations, "Add point", 0.0, scale * duration_factor)
+    call(durations, "Add point", 0.0, duration_factor)
     call([manipulation, durations], "Replace duration tier")
     out = call(manipulation, "Get resynthesis (overlap-add)")
     return np.asarray(out.values[0], dtype=np.float64)
@@ -90,7 +116,8 @@ def match_pitch_and_formants(
 def change_duration(x: np.ndarray, rate: int, factor: float) -> np.ndarray:
     """Stretch ``x`` by ``factor`` (>1 longer) without changing its pitch."""
     sound = parselmouth.Sound(np.ascontiguousarray(x, dtype=np.float64), float(rate))
-    out = call(sound, "Lengthen (overlap-add)", 50.0, 600.0, float(factor))
+    with _predictable_praat():
+        out = call(sound, "Lengthen (overlap-add)", 50.0, 600.0, float(factor))
     return np.asarray(out.values[0], dtype=np.float64)
 
 

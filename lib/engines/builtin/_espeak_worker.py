@@ -1,0 +1,104 @@
+"""espeak-ng worker process: every utterance runs in a fresh fork of an idle parent.
+
+Run by :mod:`lib.engines.builtin.espeak` as ``python _espeak_worker.py``; imports only
+the standard library and ``espeakng_loader``. Protocol on stdin/stdout: a request is a
+4-byte little-endian length plus UTF-8 JSON; a reply is a 4-byte status (0 ok), a 4-byte
+length and the payload (int16 PCM, or UTF-8 text for ``info`` and errors).
+
+Why a fork per utterance: see the module docstring of ``espeak.py``. The parent never
+reads a request itself; it forks a child, waits for it and forks the next, so every
+child starts from the same process image and reads no memory a previous utterance wrote.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import struct
+import sys
+
+_Callback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p)
+
+
+def _read_exact(fd: int, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _serve_one(lib_path: str, data_path: bytes) -> None:
+    (size,) = struct.unpack("<I", _read_exact(0, 4))
+    request = json.loads(_read_exact(0, size).decode("utf-8"))
+    lib = ctypes.CDLL(lib_path)
+    lib.espeak_Initialize.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    lib.espeak_SetVoiceByName.argtypes = [ctypes.c_char_p]
+    lib.espeak_SetParameter.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    lib.espeak_Synth.argtypes = [
+        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint, ctypes.c_int,
+        ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p,
+    ]  # fmt: skip
+    lib.espeak_Info.argtypes = [ctypes.c_void_p]
+    lib.espeak_Info.restype = ctypes.c_char_p
+    if lib.espeak_Initialize(2, 0, data_path, 0x8000) != 22050:
+        _reply(1, b"espeak-ng failed to initialise")
+        return
+    if request["op"] == "info":
+        _reply(0, lib.espeak_Info(None) or b"unknown")
+        return
+    chunks: list[bytes] = []
+
+    def on_audio(wav: ctypes._Pointer[ctypes.c_short], count: int, events: int | None) -> int:
+        if count > 0:
+            chunks.append(ctypes.string_at(wav, count * 2))
+        return 0
+
+    callback = _Callback(on_audio)
+    lib.espeak_SetSynthCallback(callback)
+    if lib.espeak_SetVoiceByName(request["voice"].encode("ascii")) != 0:
+        _reply(2, f"espeak-ng has no voice {request['voice']!r}".encode())
+        return
+    for key in ("rate", "volume", "pitch", "range"):
+        lib.espeak_SetParameter({"rate": 1, "volume": 2, "pitch": 3, "range": 4}[key], int(request[key]), 0)
+    text = request["text"].encode("utf-8") + b"\0"
+    status = lib.espeak_Synth(text, len(text), 0, 1, 0, 1, None, None)
+    if status != 0:
+        _reply(3, f"espeak-ng failed to synthesise (status {status})".encode())
+        return
+    _reply(0, b"".join(chunks))
+
+
+def _reply(status: int, payload: bytes) -> None:
+    _write_all(1, struct.pack("<II", status, len(payload)) + payload)
+
+
+def main() -> None:
+    lib_path, data_path = sys.argv[1], sys.argv[2].encode()
+    while True:
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _serve_one(lib_path, data_path)
+            except EOFError:
+                code = 3
+            except BaseException:  # noqa: BLE001 - the child must never return into the loop
+                code = 1
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) == 3:
+            return  # stdin closed: the engine is gone
+
+
+if __name__ == "__main__":
+    main()
