@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from lib.singleflight import DiskLeases, Leases, LocalFlights, Renewer, lead_or_
 from lib.stats import Stats
 from lib.store import AudioStore
 from lib.voices import VoiceLibrary, VoiceProfiles
+from lib.writer import Writer
 
 __all__ = ["TTSService", "get_default_service", "synthesise_with_cache"]
 
@@ -60,7 +62,7 @@ class TTSService:
         self.transcodes: ByteLRU[tuple[str, str], bytes] = ByteLRU(config.cache.transcode_bytes, len)
         self.stats = Stats(self.cache_dir / "meta")
         self.decoder = PromptDecoder()
-        voice_store = self._open_side_store("voices")
+        voice_store = self._voice_store = self._open_side_store("voices")
         self.library = VoiceLibrary(voice_store)
         self.profiles = VoiceProfiles(
             self.engine, voice_store, config.voices.memory_bytes, on_extract=self.metrics.voice_extractions.inc
@@ -69,11 +71,22 @@ class TTSService:
         lock_store = self._open_side_store("locks", leases=True)
         if isinstance(lock_store, DiskLeases):
             self.leases = lock_store
+        self.shared: Any = None
+        """The shared (Redis) tier when configured; see ``lib.shared``."""
+        if config.cache.shared_url:
+            from lib.shared import SharedTier  # imports redis only when a shared tier is configured
+
+            self.shared = SharedTier(
+                config.cache.shared_url,
+                on_error=self.metrics.shared_errors.inc,
+                counters=lambda: self.stats.snapshot(0)["since_start"],
+            )
+            self.profiles.shared = self.library.shared = self.shared
+            self.leases = self.shared.leases(local=self.leases)  # Redis leases, local ones while it is down
         self.renewer = Renewer(self.leases, config.cache.lock_lease) if self.leases is not None else None
         self.flights: LocalFlights[tuple[CachedAudio, bool]] = LocalFlights()
         self.exporter = Exporter(str(self.cache_dir))
-        self.shared: Any = None
-        """The shared (Redis) tier when configured; see ``lib.shared``."""
+        self.writer = Writer()
         self._closed = False
         if config.voices.prewarm:
             threading.Thread(target=self._prewarm, name="voice-prewarm", daemon=True).start()
@@ -112,7 +125,7 @@ class TTSService:
 
     def _answer(self, r: Resolved, started: float) -> SynthesisResult:
         if not r.use_cache:
-            entry, spent = self._produce(r, store=False)
+            entry, spent = self._produce(r, store=False, release=lambda: None)
             return self._result(r, "BYPASS", entry, started, spent)
         found = self.lookup(r.key)
         if found is not None:
@@ -121,8 +134,8 @@ class TTSService:
 
         timings: dict[str, float] = {}  # filled by produce() when this caller leads
 
-        def produce() -> CachedAudio:
-            entry, spent = self._produce(r, store=r.store)
+        def produce(release: Callable[[], None]) -> CachedAudio:
+            entry, spent = self._produce(r, store=r.store, release=release)
             timings.update(spent)
             return entry
 
@@ -181,8 +194,11 @@ class TTSService:
         found = self.lookup(key)
         return None if found is None else found[0]
 
-    def _produce(self, r: Resolved, *, store: bool) -> tuple[CachedAudio, dict[str, float]]:
-        """Run the engine for ``r``; validate its audio; store it unless told not to."""
+    def _produce(
+        self, r: Resolved, *, store: bool, release: Callable[[], None]
+    ) -> tuple[CachedAudio, dict[str, float]]:
+        """Run the engine for ``r``; validate its audio; store it unless told not to.
+        ``release`` (the single-flight lease) is called once the entry is on disk."""
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         voice = self._voice_for(r)
@@ -219,13 +235,26 @@ class TTSService:
         if self.config.cache.store_text:
             meta["text"] = f.text
         entry = CachedAudio.from_pcm(r.key, pcm, self.engine.sample_rate, meta)
-        if store:
-            blob = pack(entry)
-            self.store.put_blob(r.key, blob, tag=self.tag, ttl=ttl)
-            self.memory.put(r.key, entry)
-            if self.shared is not None:
-                self.shared.put(r.key, blob, ttl=ttl)
+        if not store:
+            release()
+            return entry, timings
+        self.memory.put(r.key, entry)
+
+        def write() -> None:
+            try:
+                blob = pack(entry)
+                self.store.put_blob(r.key, blob, tag=self.tag, ttl=ttl)
+                if self.shared is not None:
+                    self.shared.put(r.key, blob, ttl=ttl)
+            finally:
+                release()
+
+        self.writer.submit(write)
         return entry, timings
+
+    def flush(self) -> None:
+        """Wait for background writes to reach the store."""
+        self.writer.flush()
 
     def _voice_for(self, r: Resolved) -> VoiceProfile:
         if r.preset is not None:
@@ -300,6 +329,7 @@ class TTSService:
     # -- administration -----------------------------------------------------------------
 
     def clear(self) -> dict[str, Any]:
+        self.flush()
         removed = self.store.clear()
         self.memory.clear()
         self.transcodes.clear()
@@ -310,21 +340,37 @@ class TTSService:
     def evict(self, tag: str) -> dict[str, Any]:
         if not tag or len(tag) > 200:
             raise ValidationError("tag: give engine:model_version or voice:<fingerprint>")
+        self.flush()
         removed = self.store.evict(tag)
         self.memory.clear()
         self.transcodes.clear()
         return {"tag": tag, "removed": removed}
 
+    def forget(self, key: str) -> bool:
+        """Drop one entry from every tier (``preload_cache.py --force`` regenerates it).
+        Other processes' memory tiers keep their copy until evicted or restarted."""
+        if not KEY_RE.match(key):
+            raise ValidationError("key: must be 32 hexadecimal digits")
+        self.memory.pop(key)
+        self.transcodes.discard_where(lambda k: k[0] == key)
+        delete = getattr(self.shared, "delete", None)
+        if callable(delete):
+            delete(key)
+        return self.store.delete(key)
+
     def sweep_expired(self) -> dict[str, Any]:
+        self.flush()
         return {"expired_removed": self.store.expire()}
 
     def verify(self) -> dict[str, Any]:
+        self.flush()
         report = self.store.verify()
         self.memory.clear()
         return report
 
     def snapshot(self, top: int = 20) -> dict[str, Any]:
         """Everything the dashboard and ``/api/cache/stats`` show."""
+        self.flush()
         snap = self.stats.snapshot(top)
         store = self.store.stats()
         since, total = snap["since_start"], snap["total"]
@@ -351,12 +397,15 @@ class TTSService:
 
     def close(self) -> None:
         self._closed = True
+        self.writer.close()
         if self.renewer is not None:
             self.renewer.stop()
         self.stats.close()
         self.store.close()
         if isinstance(self.leases, DiskLeases):
             self.leases.close()
+        if self._voice_store is not None:
+            self._voice_store.close()
         if self.shared is not None:
             self.shared.close()
         self.engine.close()

@@ -1,0 +1,346 @@
+"""Hot-phrase lists (``hot_phrases.json``): schema, validation, expansion and preload.
+
+A list names its voices once and then its phrases::
+
+    {
+      "version": 1,
+      "voices": {
+        "desk":  {"preset": "zh-female"},
+        "clone": {"prompt_audio": "voices/desk.wav", "prompt_text": "希望你以后能够做的比我还好呦。"}
+      },
+      "phrases": [
+        {"text": "欢迎光临！", "voice": "desk"},
+        {"text": "请A023号顾客到3号窗口办理业务", "voice": "desk", "seeds": [0, 1]},
+        {"text": "Mind the gap.", "voice": "clone", "styles": ["", "slow, calm"], "speed": 0.9}
+      ]
+    }
+
+A voice is either ``preset`` (a preset voice of the engine, or a voice saved in the voice
+library) or ``prompt_audio`` (a path relative to the list file) with an optional
+``prompt_text`` (its transcript; without one the voice is cloned cross-lingually). A
+phrase has ``text`` and ``voice``, and optionally ``style``, ``seed``, ``speed``, and the
+lists ``seeds`` and ``styles``, which expand the phrase into one request per seed and
+style (their product when both are given). Every error names the entry and the field.
+
+:func:`preload` runs the expanded requests through the service, skipping what is
+cached; it is used by ``preload_cache.py`` and the web UI's Preload tab.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lib.errors import TTSError, ValidationError
+from lib.request import MAX_SEED, MAX_SPEED, MIN_SPEED, TTSRequest
+
+if TYPE_CHECKING:
+    from lib.service import TTSService
+
+__all__ = [
+    "PhraseFileError",
+    "PhraseRequest",
+    "PreloadReport",
+    "expand",
+    "export_phrases",
+    "load_phrases",
+    "parse_phrases",
+    "preload",
+]
+
+_LOGGER = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+_TOP_KEYS = {"version", "voices", "phrases"}
+_VOICE_KEYS = {"preset", "prompt_audio", "prompt_text"}
+_PHRASE_KEYS = {"text", "voice", "style", "seed", "speed", "seeds", "styles"}
+
+
+class PhraseFileError(ValidationError):
+    """The phrase list is not valid; the message names the entry and the field."""
+
+
+@dataclass(frozen=True)
+class PhraseRequest:
+    """One request after expansion, ready to become a :class:`TTSRequest`."""
+
+    entry: str
+    """Where it came from, e.g. ``phrases[3]`` (for messages)."""
+    text: str
+    voice: str | None
+    prompt_audio: str | None
+    prompt_text: str
+    style: str
+    seed: int
+    speed: float
+
+    def request(self, *, use_cache: bool = True) -> TTSRequest:
+        return TTSRequest(
+            text=self.text, voice=self.voice, prompt_audio=self.prompt_audio, prompt_text=self.prompt_text,
+            style=self.style, seed=self.seed, speed=self.speed, use_cache=use_cache,
+        )  # fmt: skip
+
+
+def load_phrases(path: str | Path) -> list[PhraseRequest]:
+    """Read, validate and expand a phrase file. Raises :class:`PhraseFileError`."""
+    file = Path(path)
+    try:
+        raw = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PhraseFileError(f"{file}: cannot read the phrase file ({exc.strerror or exc})") from exc
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise PhraseFileError(f"{file}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    return parse_phrases(data, base_dir=file.resolve().parent, source=str(file))
+
+
+def parse_phrases(data: Any, *, base_dir: Path, source: str = "phrases") -> list[PhraseRequest]:
+    """Validate a decoded phrase document and expand it into requests."""
+    if not isinstance(data, dict):
+        raise PhraseFileError(f'{source}: the top level must be an object with "voices" and "phrases"')
+    _unknown(data, _TOP_KEYS, source, "top level")
+    version = data.get("version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise PhraseFileError(f'{source}: field "version": must be {SCHEMA_VERSION}, got {version!r}')
+    voices_raw = data.get("voices")
+    if not isinstance(voices_raw, dict) or not voices_raw:
+        raise PhraseFileError(f'{source}: field "voices": must be an object naming at least one voice')
+    voices = {name: _voice(name, spec, base_dir, source) for name, spec in voices_raw.items()}
+    phrases_raw = data.get("phrases")
+    if not isinstance(phrases_raw, list) or not phrases_raw:
+        raise PhraseFileError(f'{source}: field "phrases": must be a non-empty list of phrase objects')
+    out: list[PhraseRequest] = []
+    for i, spec in enumerate(phrases_raw):
+        out.extend(_phrase(f"phrases[{i}]", spec, voices, source))
+    return out
+
+
+def expand(requests: Iterable[PhraseRequest]) -> list[PhraseRequest]:
+    """Drop exact duplicates, keeping order (two entries may expand to the same request)."""
+    seen: set[PhraseRequest] = set()
+    unique: list[PhraseRequest] = []
+    for r in requests:
+        if r not in seen:
+            seen.add(r)
+            unique.append(r)
+    return unique
+
+
+# --- validation internals ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Voice:
+    preset: str | None
+    prompt_audio: str | None
+    prompt_text: str
+
+
+def _unknown(obj: Mapping[str, Any], known: set[str], source: str, where: str) -> None:
+    for key in obj:
+        if key not in known:
+            raise PhraseFileError(f"{source}: {where}: field {key!r} is not known; use {', '.join(sorted(known))}")
+
+
+def _voice(name: Any, spec: Any, base_dir: Path, source: str) -> _Voice:
+    where = f"voices[{name!r}]"
+    if not isinstance(name, str) or not name.strip():
+        raise PhraseFileError(f"{source}: {where}: a voice needs a non-empty name")
+    if isinstance(spec, str):  # shorthand: "zh": "zh-female"
+        spec = {"preset": spec}
+    if not isinstance(spec, dict):
+        raise PhraseFileError(f'{source}: {where}: must be an object with "preset" or "prompt_audio"')
+    _unknown(spec, _VOICE_KEYS, source, where)
+    preset, audio, text = spec.get("preset"), spec.get("prompt_audio"), spec.get("prompt_text", "")
+    if (preset is None) == (audio is None):
+        raise PhraseFileError(f'{source}: {where}: field "preset" or "prompt_audio": give exactly one of them')
+    if not isinstance(text, str):
+        raise PhraseFileError(f'{source}: {where}: field "prompt_text": must be text')
+    if preset is not None:
+        if not isinstance(preset, str) or not preset.strip():
+            raise PhraseFileError(f'{source}: {where}: field "preset": must be a voice name such as zh-female')
+        if text:
+            raise PhraseFileError(f'{source}: {where}: field "prompt_text": only goes with prompt_audio')
+        return _Voice(preset.strip(), None, "")
+    if not isinstance(audio, str) or not audio.strip():
+        raise PhraseFileError(f'{source}: {where}: field "prompt_audio": must be a path to an audio file')
+    path = Path(audio)
+    path = path if path.is_absolute() else base_dir / path
+    if not path.is_file():
+        raise PhraseFileError(f'{source}: {where}: field "prompt_audio": file {path} does not exist')
+    return _Voice(None, str(path), text)
+
+
+def _phrase(where: str, spec: Any, voices: Mapping[str, _Voice], source: str) -> list[PhraseRequest]:
+    if not isinstance(spec, dict):
+        raise PhraseFileError(f'{source}: {where}: must be an object with "text" and "voice"')
+    _unknown(spec, _PHRASE_KEYS, source, where)
+    text = spec.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise PhraseFileError(f'{source}: {where}: field "text": must be non-empty text')
+    label = f"{where} ({_cut(text)!r})"
+    voice_name = spec.get("voice")
+    if not isinstance(voice_name, str) or voice_name not in voices:
+        known = ", ".join(sorted(voices))
+        raise PhraseFileError(f'{source}: {label}: field "voice": {voice_name!r} is not a voice; use one of {known}')
+    for single, many in (("seed", "seeds"), ("style", "styles")):
+        if single in spec and many in spec:
+            raise PhraseFileError(f"{source}: {label}: field {many!r}: give {single!r} or {many!r}, not both")
+    seeds = _list(spec, "seeds", source, label) if "seeds" in spec else [spec.get("seed", 0)]
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+            name = "seeds" if "seeds" in spec else "seed"
+            raise PhraseFileError(f"{source}: {label}: field {name!r}: {seed!r} is not a whole number 0..{MAX_SEED}")
+    styles = _list(spec, "styles", source, label) if "styles" in spec else [spec.get("style", "")]
+    for style in styles:
+        if not isinstance(style, str):
+            name = "styles" if "styles" in spec else "style"
+            raise PhraseFileError(f"{source}: {label}: field {name!r}: {style!r} is not text")
+    speed = spec.get("speed", 1.0)
+    if isinstance(speed, bool) or not isinstance(speed, (int, float)) or not MIN_SPEED <= speed <= MAX_SPEED:
+        raise PhraseFileError(f'{source}: {label}: field "speed": {speed!r} is not a number {MIN_SPEED}..{MAX_SPEED}')
+    voice = voices[voice_name]
+    return [
+        PhraseRequest(where, text, voice.preset, voice.prompt_audio, voice.prompt_text, style, int(seed), float(speed))
+        for seed, style in itertools.product(seeds, styles)
+    ]
+
+
+def _list(spec: Mapping[str, Any], name: str, source: str, label: str) -> list[Any]:
+    value = spec[name]
+    if not isinstance(value, list) or not value:
+        raise PhraseFileError(f"{source}: {label}: field {name!r}: must be a non-empty list")
+    return value
+
+
+def _cut(text: str, n: int = 32) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+# --- preload -----------------------------------------------------------------------------
+
+
+@dataclass
+class PreloadReport:
+    """What a preload did. ``total == generated + cached + failed``."""
+
+    total: int = 0
+    generated: int = 0
+    cached: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    """(entry, message) of each failed request."""
+    dry_run: bool = False
+
+    def summary(self) -> str:
+        return (
+            f"preload: {self.total} phrases, {self.generated} generated, {self.cached} already cached, "
+            f"{self.failed} failed in {self.seconds:.1f} s"
+        )
+
+
+def preload(
+    service: TTSService,
+    requests: list[PhraseRequest],
+    *,
+    workers: int = 1,
+    force: bool = False,
+    dry_run: bool = False,
+    on_done: Callable[[PreloadReport], None] | None = None,
+) -> PreloadReport:
+    """Make sure every request is cached. Cached ones are skipped (``force``
+    regenerates them); ``dry_run`` only counts what would be generated. ``on_done`` is
+    called after each request (progress). Safe beside a serving process: the service
+    runs each key once across processes, and a killed run leaves only whole entries."""
+    if workers < 1:
+        raise ValidationError("workers: must be at least 1")
+    report = PreloadReport(total=0, dry_run=dry_run)
+    lock = threading.Lock()
+    started = time.perf_counter()
+
+    def one(item: PhraseRequest) -> None:
+        outcome, message = _preload_one(service, item, force=force, dry_run=dry_run)
+        with lock:
+            report.total += 1
+            if outcome == "generated":
+                report.generated += 1
+            elif outcome == "cached":
+                report.cached += 1
+            else:
+                report.failed += 1
+                report.failures.append((item.entry, message))
+            report.seconds = time.perf_counter() - started
+            if on_done is not None:
+                on_done(report)
+
+    if workers == 1:
+        for item in requests:
+            one(item)
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preload") as pool:
+            try:
+                for future in [pool.submit(one, item) for item in requests]:
+                    future.result()
+            except BaseException:  # Ctrl-C: drop what has not started, let running ones end
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _preload_one(service: TTSService, item: PhraseRequest, *, force: bool, dry_run: bool) -> tuple[str, str]:
+    try:
+        request = item.request()
+        key = service.resolve(request).key
+        if not force and service.lookup(key) is not None:
+            return "cached", ""
+        if dry_run:
+            return "generated", ""
+        if force:
+            service.forget(key)
+        result = service.synthesise(request)
+    except TTSError as exc:
+        return "failed", str(exc)
+    # HIT here means another process (the UI, a second preload) made it meanwhile.
+    return ("generated", "") if result.cache == "MISS" else ("cached", "")
+
+
+# --- export ------------------------------------------------------------------------------
+
+
+def export_phrases(service: TTSService, top: int = 50) -> tuple[dict[str, Any], list[str]]:
+    """The most requested phrases as a ``hot_phrases.json`` document, and notes on
+    the rows that could not be exported (an unsaved uploaded prompt, or settings other
+    than the defaults, which the statistics do not keep). Each exported phrase is
+    checked: it resolves to exactly the key that was requested."""
+    saved = {v["fingerprint"]: v["name"] for v in service.list_voices() if v.get("fingerprint")}
+    voices: dict[str, dict[str, str]] = {}
+    phrases: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for row in service.snapshot(top)["top_requested"]:
+        text, voice_id, key = str(row.get("text", "")), str(row.get("voice", "")), str(row["key"])
+        name = voice_id[len("preset:") :] if voice_id.startswith("preset:") else saved.get(voice_id)
+        if not text or name is None:
+            notes.append(f"{key}: its voice is an uploaded prompt that is not saved; save the voice first")
+            continue
+        try:
+            matches = service.resolve(TTSRequest(text=text, voice=name)).key == key
+        except TTSError as exc:
+            notes.append(f"{key}: {exc}")
+            continue
+        if not matches:
+            notes.append(f"{key} ({_cut(text)!r}): made with a seed, style or speed other than the defaults")
+            continue
+        voices.setdefault(name, {"preset": name})
+        phrases.append({"text": text, "voice": name})
+    return {"version": SCHEMA_VERSION, "voices": voices, "phrases": phrases}, notes

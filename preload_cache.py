@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Fill the cache with the hot phrases before users ask for them (run at release time).
+
+    preload_cache.py [--phrases FILE] [--config FILE] [--cache-dir DIR] [--workers N]
+                     [--dry-run] [--force] [--shared-url URL]
+
+Skips what is cached, shows a progress bar on stderr and ends with one summary line on
+stdout: ``preload: N phrases, G generated, C already cached, F failed in T s``.
+Exit status: 0 when nothing failed, 1 when some phrases failed, 2 when the phrase file
+or the configuration is invalid. Safe to run while the web UI serves the same cache,
+and safe to kill at any point and run again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+_LOGGER = logging.getLogger("preload_cache")
+
+EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="preload_cache.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--phrases", default="hot_phrases.json", help="phrase list (default: hot_phrases.json)")
+    parser.add_argument("--config", help="config file (default: config.yaml if present)")
+    parser.add_argument("--cache-dir", help="cache directory (overrides cache.dir)")
+    parser.add_argument("--workers", type=int, default=1, help="requests in parallel (default: 1)")
+    parser.add_argument("--dry-run", action="store_true", help="only count what would be generated")
+    parser.add_argument("--force", action="store_true", help="regenerate phrases that are already cached")
+    parser.add_argument("--shared-url", help="redis:// URL of the shared cache tier (overrides cache.shared_url)")
+    parser.add_argument("--engine", help=argparse.SUPPRESS)  # for tests and benchmarks
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from lib.config import load_config
+    from lib.errors import TTSError
+    from lib.phrases import PreloadReport, expand, load_phrases, preload
+    from lib.service import TTSService
+
+    if args.workers < 1:
+        print("preload: --workers must be at least 1", file=sys.stderr)
+        return EXIT_INVALID
+    try:
+        requests = expand(load_phrases(args.phrases))
+        config_path = args.config or ("config.yaml" if Path("config.yaml").is_file() else None)
+        config = load_config(
+            config_path,
+            overrides={"cache.dir": args.cache_dir, "cache.shared_url": args.shared_url, "engine": args.engine},
+        )
+    except TTSError as exc:
+        print(f"preload: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+
+    try:
+        service = TTSService(config)
+    except TTSError as exc:
+        print(f"preload: cannot start the {config.engine} engine: {exc}", file=sys.stderr)
+        print(f"preload: {len(requests)} phrases, 0 generated, 0 already cached, {len(requests)} failed in 0.0 s")
+        return EXIT_FAILED
+    bar = _progress_bar(len(requests))
+
+    def progress(report: PreloadReport) -> None:
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(f"{report.generated} new, {report.cached} cached, {report.failed} failed")
+
+    try:
+        report = preload(service, requests, workers=args.workers, force=args.force, dry_run=args.dry_run,
+                         on_done=progress)  # fmt: skip
+    except KeyboardInterrupt:
+        print("preload: interrupted; entries made so far are kept, run it again to finish", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        if bar is not None:
+            bar.close()
+        service.close()
+    for entry, message in report.failures:
+        print(f"preload: {entry} failed: {message}", file=sys.stderr)
+    if args.dry_run:
+        print("preload: dry run, nothing was synthesised; 'generated' counts what would be", file=sys.stderr)
+    print(report.summary(), flush=True)
+    return EXIT_FAILED if report.failed else EXIT_OK
+
+
+def _progress_bar(total: int) -> Any:
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm comes with gradio
+        return None
+    return tqdm(total=total, unit="phrase", file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
