@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Start the voice-cloning TTS app, or run its checks.
+#
+#   ./run.sh [webui.py flags]   set up .venv, preload hot_phrases.json, serve UI + API
+#   ./run.sh test [pytest args] set up the development requirements, run ruff, mypy, pytest
+#
+# Works from a fresh clone with Python 3.11+ and access to the package registry.
+# Requirements are installed again only when a requirements file changes (a hash stamp
+# inside .venv). Environment: PYTHON picks the interpreter for a new .venv;
+# TTS_SKIP_PRELOAD=1 skips the preload; every TTS_* config variable applies (README).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")"
+VENV=.venv
+VPY="$VENV/bin/python"
+
+log() { printf 'run.sh: %s\n' "$*" >&2; }
+
+find_python() {
+    local candidate
+    for candidate in "${PYTHON:-}" python3.11 python3.12 python3.13 python3; do
+        [ -n "$candidate" ] || continue
+        command -v "$candidate" >/dev/null 2>&1 || continue
+        if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+ensure_venv() {
+    if [ ! -x "$VPY" ]; then
+        local py
+        py=$(find_python) || { log "Python 3.11 or newer is required (set PYTHON=/path/to/python3.11)"; exit 1; }
+        log "creating $VENV with $py"
+        "$py" -m venv "$VENV"
+        "$VPY" -m pip install --quiet --upgrade pip
+    fi
+}
+
+# install_requirements FILE [FILE...]: pip install -r the first FILE unless the hash of
+# all the given files (the first one and those it includes) matches the stamp.
+install_requirements() {
+    local main=$1 stamp="$VENV/.stamp-$1" digest
+    digest=$(cat "$@" | sha256sum | cut -d' ' -f1)
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; then
+        return 0
+    fi
+    log "installing $main"
+    "$VPY" -m pip install --quiet --disable-pip-version-check -r "$main"
+    echo "$digest" >"$stamp"
+}
+
+# The webui.py flags that preload_cache.py shares, picked out of "$@".
+preload_args=()
+pick_shared_flags() {
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --config|--cache-dir|--engine|--shared-url)
+                [ $# -ge 2 ] && preload_args+=("$1" "$2") && shift ;;
+            --config=*|--cache-dir=*|--engine=*|--shared-url=*)
+                preload_args+=("$1") ;;
+        esac
+        shift
+    done
+}
+
+run_tests() {
+    install_requirements requirements-dev.txt requirements.txt
+    if [ -f tests/install_cosyvoice.sh ] && { [ -n "${CI:-}" ] || [ "${TTS_TEST_COSYVOICE:-}" = 1 ]; }; then
+        log "installing the CosyVoice stack (tests/install_cosyvoice.sh)"
+        bash tests/install_cosyvoice.sh
+    fi
+    log "ruff"
+    "$VENV/bin/ruff" check lib webui.py preload_cache.py
+    log "mypy"
+    "$VENV/bin/mypy" lib
+    log "pytest"
+    local status=0
+    "$VENV/bin/pytest" "$@" || status=$?
+    if [ "$status" -eq 5 ]; then
+        log "pytest collected no tests: that is a failure, not a pass"
+        exit 5
+    fi
+    exit "$status"
+}
+
+ensure_venv
+if [ "${1:-}" = test ]; then
+    shift
+    run_tests "$@"
+fi
+
+install_requirements requirements.txt
+pick_shared_flags "$@"
+
+# The cache directory as the app will see it (config file, TTS_* variables, flags).
+cache_dir=$("$VPY" - "${preload_args[@]}" <<'PY'
+import argparse, pathlib, sys
+from lib.config import load_config
+p = argparse.ArgumentParser()
+for flag in ("--config", "--cache-dir", "--engine", "--shared-url"):
+    p.add_argument(flag)
+a = p.parse_args(sys.argv[1:])
+path = a.config or ("config.yaml" if pathlib.Path("config.yaml").is_file() else None)
+print(load_config(path, overrides={"cache.dir": a.cache_dir}).cache.dir)
+PY
+) || { log "the configuration is invalid (see above)"; exit 2; }
+mkdir -p -- "$cache_dir"
+chmod 700 -- "$cache_dir"
+
+if [ "${TTS_SKIP_PRELOAD:-}" = 1 ]; then
+    log "TTS_SKIP_PRELOAD=1: not preloading"
+elif [ -f hot_phrases.json ]; then
+    log "preloading hot_phrases.json into $cache_dir"
+    if ! "$VPY" preload_cache.py --phrases hot_phrases.json "${preload_args[@]}"; then
+        log "warning: the preload did not finish cleanly; starting the UI anyway (run preload_cache.py again later)"
+    fi
+fi
+
+exec "$VPY" webui.py "$@"
