@@ -1,0 +1,76 @@
+"""Byte formats for values kept in Redis besides audio entries.
+
+Anything read from Redis is untrusted input (another version of the app, an operator
+with ``redis-cli``, a damaged restore), so nothing is unpickled: values are a magic
+tag, a CRC-32 and a payload, and a voice record's payload is a JSON header plus the
+prompt's FLAC bytes. A value that fails any check raises :class:`CorruptValueError`.
+
+Audio entries need no wrapper: :func:`lib.entry.pack` already carries the key and a
+checksum, and the shared tier stores exactly the bytes the disk tier stores.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from typing import Any
+
+__all__ = ["CorruptValueError", "decode_voice", "encode_voice", "seal", "unseal"]
+
+_SEAL = struct.Struct("<4sI")  # magic, crc32 of the payload
+_HEAD = struct.Struct("<I")  # length of a voice record's JSON header
+PROFILE_MAGIC = b"TTSP"
+VOICE_MAGIC = b"TTSV"
+
+
+class CorruptValueError(ValueError):
+    """A value from Redis failed its format or checksum check."""
+
+
+def seal(magic: bytes, payload: bytes) -> bytes:
+    """``payload`` with a 4-byte ``magic`` and its CRC-32 in front."""
+    return _SEAL.pack(magic, zlib.crc32(payload)) + payload
+
+
+def unseal(magic: bytes, value: bytes) -> bytes:
+    """Inverse of :func:`seal`; raises :class:`CorruptValueError` on any damage."""
+    if len(value) < _SEAL.size:
+        raise CorruptValueError("value too short")
+    found, crc = _SEAL.unpack_from(value)
+    if found != magic:
+        raise CorruptValueError(f"expected a {magic.decode()} value")
+    payload = value[_SEAL.size :]
+    if zlib.crc32(payload) != crc:
+        raise CorruptValueError("checksum mismatch")
+    return payload
+
+
+def encode_voice(name: str, record: dict[str, Any]) -> bytes:
+    """A library record (``flac`` bytes plus JSON-safe fields) as a sealed value.
+    The name is stored inside, so a value copied under another name is refused."""
+    flac = record.get("flac")
+    if not isinstance(flac, bytes):
+        raise ValueError("a voice record needs its prompt as FLAC bytes under 'flac'")
+    head = {k: v for k, v in record.items() if k != "flac"}
+    head["name"] = name
+    raw = json.dumps(head, ensure_ascii=False, sort_keys=True).encode("utf-8")  # TypeError if not JSON-safe
+    return seal(VOICE_MAGIC, _HEAD.pack(len(raw)) + raw + flac)
+
+
+def decode_voice(name: str, value: bytes) -> dict[str, Any]:
+    """Inverse of :func:`encode_voice`."""
+    payload = unseal(VOICE_MAGIC, value)
+    if len(payload) < _HEAD.size:
+        raise CorruptValueError("voice record too short")
+    (size,) = _HEAD.unpack_from(payload)
+    if _HEAD.size + size > len(payload):
+        raise CorruptValueError("truncated voice record")
+    try:
+        head = json.loads(payload[_HEAD.size : _HEAD.size + size].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptValueError("unreadable voice record header") from exc
+    if not isinstance(head, dict) or head.pop("name", None) != name:
+        raise CorruptValueError("voice record stored under another name")
+    head["flac"] = bytes(payload[_HEAD.size + size :])
+    return head

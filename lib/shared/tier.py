@@ -1,0 +1,336 @@
+"""The shared tier: one Redis behind many replicas.
+
+Key layout, all under a namespace prefix (``tts:`` by default)::
+
+    tts:a:<cache key>      packed audio entry (lib.entry.pack bytes), PX = the entry's TTL
+    tts:p:<profile key>    voice profile (sealed VoiceProfile.to_bytes)
+    tts:v:<voice name>     saved voice (sealed JSON header + FLAC)
+    tts:voices             set of saved voice names
+    tts:lock:<cache key>   single-flight lease (random token, PX = cache.lock_lease)
+    tts:stats:<replica>    hash of one replica's counters, expires unless refreshed
+    tts:replicas           sorted set of replica ids by last report (unix time)
+
+Every call goes through a :class:`Breaker`, so Redis being down, slow or flushed only
+ever turns into "not found here" (and a counted fault); the service then uses its
+local tiers and local single-flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from lib.shared.breaker import Breaker
+from lib.shared.codec import PROFILE_MAGIC, CorruptValueError, decode_voice, encode_voice, seal, unseal
+from lib.shared.leases import RedisLeases, SharedLeases
+from lib.singleflight import Leases
+
+__all__ = ["SharedTier"]
+
+_LOGGER = logging.getLogger(__name__)
+
+_SCAN_BATCH = 500
+_STAT_FIELDS = ("hits", "misses", "bypasses", "errors", "engine_calls")
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for logs and the dashboard."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+class SharedTier:
+    """Results, voices, leases and per-replica statistics in Redis.
+
+    ``on_error`` is called once per fault (the service passes the
+    ``tts_shared_errors_total`` counter); ``counters`` returns this replica's request
+    counters (hits, misses, ...) for publishing every ``publish_every`` seconds.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        on_error: Callable[[], None] = lambda: None,
+        counters: Callable[[], Mapping[str, int]] | None = None,
+        namespace: str = "tts:",
+        replica: str | None = None,
+        timeout: float = 0.5,
+        publish_every: float = 2.0,
+    ) -> None:
+        self.url = redact(url)
+        self.namespace = namespace
+        self.replica = replica or f"{socket.gethostname()}:{os.getpid()}"
+        self._counters = counters
+        self._publish_every = publish_every
+        # Short time-outs and no client-side retries: the breaker decides when to retry.
+        self.client: redis.Redis = redis.Redis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=Retry(NoBackoff(), 0),
+            health_check_interval=0,
+        )
+        self.breaker = Breaker(self.url, on_error, on_trip=self._drop_connections)
+        self._remote_leases = RedisLeases(self.client, namespace + "lock:")
+        self._local_leases: Leases | None = None
+        self._lock = threading.Lock()
+        self._counts = {"hits": 0, "misses": 0, "puts": 0, "corrupt": 0}
+        self._last_cluster: dict[str, Any] = {}
+        self._stop = threading.Event()
+        self._closed = False
+        self.breaker.call("connect", self.client.ping, False)  # so `up` is right from the start
+        self._thread: threading.Thread | None = None
+        if publish_every > 0:
+            self._thread = threading.Thread(target=self._loop, name="shared-tier-stats", daemon=True)
+            self._thread.start()
+
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def up(self) -> bool:
+        """Whether Redis answered the last call (gauge ``tts_shared_tier_up``)."""
+        return self.breaker.up
+
+    def leases(self, local: Leases | None) -> SharedLeases:
+        """Single-flight leases in Redis, falling back to ``local`` while it is down.
+        ``local`` is closed with this tier."""
+        self._local_leases = local
+        return SharedLeases(self._remote_leases, self.breaker, local)
+
+    # -- audio entries ----------------------------------------------------------------------
+
+    def get(self, key: str) -> bytes | None:
+        """The packed entry for ``key`` (unverified: the caller unpacks and, if it is
+        damaged, calls :meth:`corrupt`), or None."""
+        value = self.breaker.call("get", lambda: self.client.get(self._audio(key)), None)
+        self._count("hits" if value is not None else "misses")
+        return None if value is None else _raw(value)
+
+    def put(self, key: str, blob: bytes, ttl: float | None = None) -> bool:
+        """Store a packed entry; ``ttl`` in seconds (None: kept until Redis evicts it)."""
+        if ttl is not None and ttl <= 0:
+            return False
+        px = None if ttl is None else max(1, int(ttl * 1000))
+        done = self.breaker.call("put", lambda: bool(self.client.set(self._audio(key), blob, px=px)), False)
+        if done:
+            self._count("puts")
+        return done
+
+    def corrupt(self, key: str, exc: BaseException) -> None:
+        """``key``'s value failed verification: delete it (it will be regenerated) and
+        count the fault."""
+        self._corrupt("entry", self._audio(key), exc)
+
+    def delete(self, key: str) -> bool:
+        return bool(self.breaker.call("delete", lambda: self.client.unlink(self._audio(key)), 0))
+
+    def clear(self) -> int:
+        """Delete every audio entry in our namespace (SCAN + UNLINK, never FLUSHDB:
+        the database may hold other applications' keys, and our voices)."""
+        return int(self.breaker.call("clear", lambda: self._unlink_prefix(self._audio("")), 0))
+
+    # -- voices -----------------------------------------------------------------------------
+
+    def get_profile(self, key: str) -> bytes | None:
+        name = self.namespace + "p:" + key
+        value = self.breaker.call("get_profile", lambda: self.client.get(name), None)
+        if value is None:
+            return None
+        try:
+            return unseal(PROFILE_MAGIC, _raw(value))
+        except CorruptValueError as exc:
+            self._corrupt("voice profile", name, exc)
+            return None
+
+    def put_profile(self, key: str, blob: bytes) -> bool:
+        name, value = self.namespace + "p:" + key, seal(PROFILE_MAGIC, blob)
+        return bool(self.breaker.call("put_profile", lambda: bool(self.client.set(name, value)), False))
+
+    def get_voice(self, name: str) -> dict[str, Any] | None:
+        key = self.namespace + "v:" + name
+        value = self.breaker.call("get_voice", lambda: self.client.get(key), None)
+        if value is None:
+            return None
+        try:
+            return decode_voice(name, _raw(value))
+        except CorruptValueError as exc:
+            self._corrupt("saved voice", key, exc)
+            return None
+
+    def put_voice(self, name: str, record: dict[str, Any]) -> bool:
+        value = encode_voice(name, record)
+
+        def write() -> bool:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.set(self.namespace + "v:" + name, value)
+            pipe.sadd(self.namespace + "voices", name)
+            pipe.execute()
+            return True
+
+        return bool(self.breaker.call("put_voice", write, False))
+
+    def delete_voice(self, name: str) -> bool:
+        def remove() -> bool:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.unlink(self.namespace + "v:" + name)
+            pipe.srem(self.namespace + "voices", name)
+            removed, _ = pipe.execute()
+            return bool(removed)
+
+        return bool(self.breaker.call("delete_voice", remove, False))
+
+    def voice_names(self) -> list[str]:
+        empty: set[Any] = set()
+        names = self.breaker.call("voice_names", lambda: set(self.client.smembers(self.namespace + "voices")), empty)
+        return sorted(_text(n) for n in names)
+
+    # -- statistics -------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """This replica's view of the tier plus every live replica's counters and
+        their sum (``cluster``), for the dashboard and ``/api/cache/stats``."""
+        if self.breaker.call("publish", self._publish, False):
+            cluster = self.breaker.call("status", self._read_cluster, None)
+            if cluster is not None:
+                self._last_cluster = cluster
+        with self._lock:
+            counts = dict(self._counts)
+        return {
+            "url": self.url,
+            "up": self.up,
+            "replica": self.replica,
+            "namespace": self.namespace,
+            "errors": self.breaker.errors,
+            "last_error": self.breaker.last_error,
+            "down_since": self.breaker.down_since,
+            **counts,
+            **self._last_cluster,
+            "stale": not self.up,
+        }
+
+    def _publish(self) -> bool:
+        fields: dict[Any, float] = {"updated": time.time()}  # Any: redis-py types mapping keys invariantly
+        if self._counters is not None:
+            try:
+                fields.update({k: int(v) for k, v in self._counters().items() if k in _STAT_FIELDS})
+            except Exception as exc:  # the stats store may be closing; report the rest
+                _LOGGER.debug("cannot read local counters: %s", exc)
+        with self._lock:
+            fields.update({f"shared_{k}": v for k, v in self._counts.items()})
+        fields["shared_errors"] = self.breaker.errors
+        expiry = max(30.0, self._publish_every * 10)
+        pipe = self.client.pipeline(transaction=False)
+        name = self.namespace + "stats:" + self.replica
+        pipe.hset(name, mapping=fields)
+        pipe.pexpire(name, int(expiry * 1000))
+        pipe.zadd(self.namespace + "replicas", {self.replica: fields["updated"]})
+        pipe.zremrangebyscore(self.namespace + "replicas", "-inf", fields["updated"] - expiry)
+        pipe.execute()
+        return True
+
+    def _read_cluster(self) -> dict[str, Any]:
+        ids = [_text(r) for r in self.client.zrange(self.namespace + "replicas", 0, -1)]
+        pipe = self.client.pipeline(transaction=False)
+        for rid in ids:
+            pipe.hgetall(self.namespace + "stats:" + rid)
+        pipe.info("memory")
+        *hashes, memory = pipe.execute()
+        replicas: list[dict[str, Any]] = []
+        total: dict[str, float] = dict.fromkeys((*_STAT_FIELDS, "shared_hits", "shared_errors"), 0)
+        for rid, raw in zip(ids, hashes, strict=True):
+            if not raw:
+                continue  # expired between the two reads
+            row: dict[str, Any] = {"replica": rid}
+            for k, v in raw.items():
+                field = _text(k)
+                row[field] = float(v) if field == "updated" else int(float(v))
+                if field in total:
+                    total[field] += row[field]
+            replicas.append(row)
+        lookups = total["hits"] + total["misses"]
+        total["hit_rate"] = round(total["hits"] / lookups, 4) if lookups else 0.0
+        return {
+            "replicas": replicas,
+            "cluster": total,
+            "redis_memory_bytes": memory.get("used_memory"),
+            "redis_maxmemory": memory.get("maxmemory"),
+            "redis_maxmemory_policy": memory.get("maxmemory_policy"),
+        }
+
+    def _loop(self) -> None:
+        # Also the probe that notices Redis coming back when no requests arrive.
+        while not self._stop.wait(self._publish_every):
+            self.breaker.call("publish", self._publish, False)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        local = self._local_leases
+        close_local = getattr(local, "close", None)
+        if callable(close_local):
+            close_local()
+        self.client.close()
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _audio(self, key: str) -> str:
+        return self.namespace + "a:" + key
+
+    def _count(self, name: str) -> None:
+        with self._lock:
+            self._counts[name] += 1
+
+    def _corrupt(self, what: str, name: str, exc: BaseException) -> None:
+        _LOGGER.warning("shared %s %s is corrupt (%s); deleted, it will be regenerated", what, name, exc)
+        self._count("corrupt")
+        self.breaker.count(exc)
+        self.breaker.call("delete", lambda: self.client.unlink(name), 0)
+
+    def _unlink_prefix(self, prefix: str) -> int:
+        removed = 0
+        batch: list[bytes] = []
+        for name in self.client.scan_iter(match=_escape_glob(prefix) + "*", count=_SCAN_BATCH):
+            batch.append(name)
+            if len(batch) >= _SCAN_BATCH:
+                removed += int(self.client.unlink(*batch))
+                batch = []
+        if batch:
+            removed += int(self.client.unlink(*batch))
+        return removed
+
+    def _drop_connections(self) -> None:
+        self.client.connection_pool.disconnect()
+
+
+def _raw(value: Any) -> bytes:
+    return value if isinstance(value, bytes) else bytes(value, "utf-8") if isinstance(value, str) else bytes(value)
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _escape_glob(text: str) -> str:
+    """``text`` as a literal in a Redis MATCH pattern."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

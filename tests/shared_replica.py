@@ -1,0 +1,135 @@
+"""One app replica for the multi-process shared-tier tests (and bench/bench_shared.py).
+
+Builds a :class:`lib.service.TTSService` with the ``tone`` engine (optionally slow),
+its own local cache directory and a shared Redis, and serves a tiny JSON protocol
+over loopback HTTP (threaded, so concurrent requests overlap in the service):
+
+    POST /synth  {"text", "voice"?, "prompt_path"?, "prompt_text"?, "seed"?}
+                 -> {"key", "cache", "tier", "wav_sha256", "wav_bytes"}
+    POST /voice  {"name", "prompt_path", "prompt_text"?} -> the saved voice
+    GET  /status -> {"engine_calls", "extract_calls", "voices", "shared", "metrics"}
+    POST /quit   -> closes the service and exits
+
+Prints ``PORT <n>`` on stdout once it listens. Usage:
+    python tests/shared_replica.py --cache-dir DIR --shared-url redis://... [--delay 0.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lib.config import load_config
+from lib.engines.tone import ToneEngine
+from lib.errors import TTSError
+from lib.request import TTSRequest
+from lib.service import TTSService
+
+
+def build_service(cache_dir: str, shared_url: str | None, delay: float) -> TTSService:
+    overrides = {"engine": "tone", "cache.dir": cache_dir, "cache.shared_url": shared_url, "voices.prewarm": False}
+    config = load_config(env={}, overrides=overrides)
+    return TTSService(config, engine=ToneEngine(delay=delay))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    service: TTSService
+    engine: ToneEngine
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+    def _reply(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length", "0"))
+        loaded = json.loads(self.rfile.read(length) or b"{}")
+        return loaded if isinstance(loaded, dict) else {}
+
+    def do_GET(self) -> None:
+        if self.path != "/status":
+            self._reply(404, {"error": "not found"})
+            return
+        svc = self.service
+        self._reply(
+            200,
+            {
+                "engine_calls": self.engine.calls,
+                "extract_calls": self.engine.extract_calls,
+                "voices": [v["name"] for v in svc.list_voices() if v["kind"] == "saved"],
+                "shared": svc.shared.status() if svc.shared is not None else None,
+                "metrics": svc.metrics.exposition().decode(),
+            },
+        )
+
+    def do_POST(self) -> None:
+        body = self._body()
+        try:
+            if self.path == "/synth":
+                prompt = body.get("prompt_path")
+                request = TTSRequest(
+                    text=body["text"], voice=body.get("voice"), prompt_audio=prompt,
+                    prompt_text=body.get("prompt_text", ""), seed=int(body.get("seed", 0)),
+                )  # fmt: skip
+                result = self.service.synthesise(request)
+                self._reply(
+                    200,
+                    {
+                        "key": result.key,
+                        "cache": result.cache,
+                        "tier": result.info.get("tier", ""),
+                        "wav_sha256": hashlib.sha256(result.wav).hexdigest(),
+                        "wav_bytes": len(result.wav),
+                    },
+                )
+            elif self.path == "/voice":
+                saved = self.service.save_voice(body["name"], body["prompt_path"], body.get("prompt_text", ""))
+                self._reply(200, saved)
+            elif self.path == "/quit":
+                self._reply(200, {"bye": True})
+                threading.Thread(target=self.server.shutdown, daemon=True).start()
+            else:
+                self._reply(404, {"error": "not found"})
+        except TTSError as exc:
+            self._reply(exc.http_status, {"error": str(exc)})
+        except Exception as exc:  # report, never hang the test
+            self._reply(500, {"error": f"{type(exc).__name__}: {exc}"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cache-dir", required=True)
+    parser.add_argument("--shared-url", default=None)
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds the tone engine sleeps per call")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    service = build_service(args.cache_dir, args.shared_url, args.delay)
+    handler = type("Handler", (_Handler,), {"service": service, "engine": service.engine})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    print(f"PORT {server.server_address[1]}", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.1)
+    finally:
+        server.server_close()
+        service.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,376 @@
+"""The shared tier against a real ``redis-server``: entries, voices, leases, faults,
+statistics, and two services in one process sharing it.
+
+Each test works under its own key namespace (or its own services), so tests share one
+server without seeing each other's keys.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from redis_server import RedisServer, free_port, require_redis_server
+
+from lib.config import load_config
+from lib.engines.tone import ToneEngine
+from lib.entry import CachedAudio, pack, unpack
+from lib.request import TTSRequest
+from lib.service import TTSService
+from lib.shared import CorruptValueError, RedisLeases, SharedTier
+from lib.shared.codec import decode_voice, encode_voice
+from lib.singleflight import DiskLeases
+
+KEY = "0123456789abcdef0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RedisServer]:
+    with RedisServer(require_redis_server()) as running:
+        yield running
+
+
+@pytest.fixture
+def raw(server: RedisServer) -> Iterator[redis.Redis]:
+    client = server.client()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def make_tier(server: RedisServer) -> Iterator[Callable[..., SharedTier]]:
+    tiers: list[SharedTier] = []
+
+    def make(url: str | None = None, **kwargs: object) -> SharedTier:
+        kwargs.setdefault("namespace", f"t{uuid.uuid4().hex[:8]}:")
+        kwargs.setdefault("publish_every", 0)
+        tier = SharedTier(url or server.url, **kwargs)  # type: ignore[arg-type]
+        tiers.append(tier)
+        return tier
+
+    yield make
+    for tier in tiers:
+        tier.close()
+
+
+def _entry(key: str = KEY, seconds: float = 0.3) -> bytes:
+    import numpy as np
+
+    pcm = (np.sin(np.arange(int(22050 * seconds)) / 7.0) * 8000).astype(np.int16)
+    return pack(CachedAudio.from_pcm(key, pcm, 22050, {"engine": "tone"}))
+
+
+def _wait_until(condition: Callable[[], bool], limit: float = 20.0) -> bool:
+    """Poll ``condition`` (bounded; tests assert on the outcome, never on the time)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def _dead_url() -> str:
+    return f"redis://127.0.0.1:{free_port()}/0"
+
+
+# -- entries --------------------------------------------------------------------------------
+
+
+def test_entry_round_trip_keeps_bytes_and_ttl(make_tier: Callable[..., SharedTier], raw: redis.Redis) -> None:
+    tier = make_tier()
+    blob = _entry()
+    assert tier.get(KEY) is None
+    assert tier.put(KEY, blob, ttl=60)
+    assert tier.get(KEY) == blob
+    assert unpack(tier.get(KEY) or b"", KEY).meta["engine"] == "tone"
+    assert 0 < raw.pttl(tier.namespace + "a:" + KEY) <= 60_000
+    other = "f" * 32
+    assert tier.put(other, _entry(other), ttl=None)
+    assert raw.pttl(tier.namespace + "a:" + other) == -1  # no TTL: left to maxmemory eviction
+    status = tier.status()
+    assert (status["hits"], status["misses"], status["puts"]) == (2, 1, 2)
+
+
+def test_clear_deletes_only_our_audio_entries(make_tier: Callable[..., SharedTier], raw: redis.Redis) -> None:
+    ours, theirs = make_tier(), make_tier()
+    keys = [f"{i:032x}" for i in range(3)]
+    for key in keys:
+        ours.put(key, _entry(key))
+    theirs.put(KEY, _entry())
+    ours.put_voice("anna", {"flac": b"fLaC-ish", "prompt_text": "", "created": 1.0, "fingerprint": "ab"})
+    raw.set("someone-else:key", b"keep me")
+    assert ours.clear() == 3
+    assert all(ours.get(k) is None for k in keys)
+    assert theirs.get(KEY) is not None
+    assert ours.get_voice("anna") is not None
+    assert raw.get("someone-else:key") == b"keep me"
+
+
+def test_corrupt_entry_is_deleted_and_counted(make_tier: Callable[..., SharedTier], raw: redis.Redis) -> None:
+    faults: list[int] = []
+    tier = make_tier(on_error=lambda: faults.append(1))
+    tier.put(KEY, _entry())
+    tier.corrupt(KEY, ValueError("checksum mismatch"))
+    assert raw.exists(tier.namespace + "a:" + KEY) == 0
+    assert faults == [1]
+    assert tier.status()["corrupt"] == 1
+
+
+# -- voices ---------------------------------------------------------------------------------
+
+
+def test_voice_records_round_trip_and_damage_is_refused(make_tier: Callable[..., SharedTier], raw: redis.Redis) -> None:
+    tier = make_tier()
+    record = {"flac": b"\x00\x01flac", "prompt_text": "希望你以后", "created": 12.5, "fingerprint": "abc"}
+    assert tier.put_voice("front desk", record)
+    assert tier.voice_names() == ["front desk"]
+    assert tier.get_voice("front desk") == record
+    name = tier.namespace + "v:front desk"
+    value = bytearray(raw.get(name) or b"")
+    value[-1] ^= 0x40
+    raw.set(name, bytes(value))
+    assert tier.get_voice("front desk") is None
+    assert raw.exists(name) == 0  # deleted
+    assert tier.status()["corrupt"] == 1
+    tier.put_voice("front desk", record)
+    assert tier.delete_voice("front desk") is True
+    assert tier.delete_voice("front desk") is False
+    assert tier.voice_names() == []
+
+
+def test_a_voice_copied_under_another_name_is_refused() -> None:
+    value = encode_voice("anna", {"flac": b"x", "prompt_text": ""})
+    with pytest.raises(CorruptValueError):
+        decode_voice("bob", value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(max_size=40), flac=st.binary(min_size=1, max_size=300), where=st.integers(min_value=0))
+def test_voice_codec_round_trips_and_detects_any_changed_byte(text: str, flac: bytes, where: int) -> None:
+    record = {"flac": flac, "prompt_text": text, "created": 1.5, "fingerprint": "f"}
+    value = encode_voice("v", record)
+    assert decode_voice("v", value) == record
+    damaged = bytearray(value)
+    damaged[where % len(damaged)] ^= 0xFF
+    with pytest.raises(CorruptValueError):
+        decode_voice("v", bytes(damaged))
+
+
+def test_profiles_round_trip_and_damage_is_refused(make_tier: Callable[..., SharedTier], raw: redis.Redis) -> None:
+    tier = make_tier()
+    assert tier.put_profile("p1", b"TTVPprofile-bytes")
+    assert tier.get_profile("p1") == b"TTVPprofile-bytes"
+    raw.set(tier.namespace + "p:p1", b"garbage")
+    assert tier.get_profile("p1") is None
+    assert raw.exists(tier.namespace + "p:p1") == 0
+
+
+# -- leases ---------------------------------------------------------------------------------
+
+
+def test_redis_leases_only_the_owner_renews_or_releases(raw: redis.Redis) -> None:
+    leases = RedisLeases(raw, f"l{uuid.uuid4().hex[:8]}:")
+    token = leases.acquire(KEY, 30)
+    assert token is not None
+    assert leases.acquire(KEY, 30) is None
+    assert leases.held(KEY)
+    assert leases.renew(KEY, "not-the-token", 30) is False
+    assert leases.release(KEY, "not-the-token") is False
+    assert leases.owner(KEY) == token  # a stranger's release left it alone
+    assert leases.renew(KEY, token, 30) is True
+    assert leases.release(KEY, token) is True
+    assert not leases.held(KEY)
+    assert leases.acquire(KEY, 30) is not None
+
+
+def test_redis_lease_of_a_dead_holder_expires(raw: redis.Redis) -> None:
+    leases = RedisLeases(raw, f"l{uuid.uuid4().hex[:8]}:")
+    dead = leases.acquire(KEY, 0.2)  # the holder "dies": never renews, never releases
+    assert dead is not None
+    assert _wait_until(lambda: not leases.held(KEY))
+    taker = leases.acquire(KEY, 30)
+    assert taker is not None and taker != dead
+    assert leases.release(KEY, dead) is False  # the late holder cannot delete the new lock
+    assert leases.owner(KEY) == taker
+
+
+def test_lease_scripts_survive_a_flushed_script_cache(raw: redis.Redis) -> None:
+    leases = RedisLeases(raw, f"l{uuid.uuid4().hex[:8]}:")
+    token = leases.acquire(KEY, 30)
+    assert token is not None
+    raw.script_flush()
+    assert leases.renew(KEY, token, 30) is True
+    assert leases.release(KEY, token) is True
+
+
+def test_shared_leases_fall_back_to_local_locks_while_redis_is_down(
+    make_tier: Callable[..., SharedTier], tmp_path: Path
+) -> None:
+    up = make_tier().leases(local=DiskLeases(str(tmp_path / "locks-up")))
+    token = up.acquire(KEY, 30)
+    assert token is not None and token.startswith("r:")
+    assert up.held(KEY) and up.acquire(KEY, 30) is None
+    up.release(KEY, token)
+    assert not up.held(KEY)
+
+    down = make_tier(_dead_url()).leases(local=DiskLeases(str(tmp_path / "locks-down")))
+    token = down.acquire(KEY, 30)
+    assert token is not None and token.startswith("l:")
+    assert down.held(KEY)
+    assert down.acquire(KEY, 30) is None  # the local lock still guards this host
+    assert down.renew(KEY, token, 30) is True
+    down.release(KEY, token)
+    assert not down.held(KEY)
+
+
+# -- faults ---------------------------------------------------------------------------------
+
+
+def test_redis_down_answers_not_found_counts_and_logs_once(
+    make_tier: Callable[..., SharedTier], caplog: pytest.LogCaptureFixture
+) -> None:
+    faults: list[int] = []
+    with caplog.at_level(logging.WARNING, logger="lib.shared"):
+        tier = make_tier(_dead_url(), on_error=lambda: faults.append(1))
+        for _ in range(20):
+            assert tier.get(KEY) is None
+            assert tier.put(KEY, _entry()) is False
+        assert tier.voice_names() == []
+        assert tier.get_voice("anna") is None
+    assert not tier.up
+    assert faults and tier.status()["errors"] == len(faults)
+    assert tier.status()["up"] is False
+    assert len([r for r in caplog.records if "unreachable" in r.getMessage()]) == 1
+
+
+def test_redis_restarted_is_used_again(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    own = RedisServer(require_redis_server(), directory=tmp_path)
+    own.start()
+    tier = SharedTier(own.url, namespace="r:", publish_every=0.1)
+    try:
+        assert tier.put(KEY, _entry())
+        with caplog.at_level(logging.WARNING, logger="lib.shared"):
+            own.stop(kill=True)
+            assert tier.get(KEY) is None
+            assert not tier.up
+            own.start()  # same port, empty (no persistence)
+            assert _wait_until(lambda: tier.up)  # the stats publisher probes with backoff
+        blob = _entry()
+        assert tier.put(KEY, blob)
+        assert tier.get(KEY) == blob
+        messages = [r.getMessage() for r in caplog.records]
+        assert sum("unreachable" in m for m in messages) == 1
+        assert sum("reachable again" in m for m in messages) == 1
+    finally:
+        tier.close()
+        own.close()
+
+
+def test_slow_redis_times_out_and_is_skipped(make_tier: Callable[..., SharedTier], server: RedisServer) -> None:
+    faults: list[int] = []
+    tier = make_tier(on_error=lambda: faults.append(1), timeout=0.2)
+    assert tier.put(KEY, _entry())
+    admin = server.client()
+    try:
+        admin.execute_command("CLIENT", "PAUSE", 800, "ALL")  # every command now stalls for 0.8 s
+        assert tier.get(KEY) is None  # gave up after its socket time-out
+        assert not tier.up
+        assert faults
+    finally:
+        admin.close()
+    assert _wait_until(lambda: tier.get(KEY) is not None)
+
+
+# -- statistics -----------------------------------------------------------------------------
+
+
+def test_status_aggregates_every_replica(make_tier: Callable[..., SharedTier]) -> None:
+    namespace = f"s{uuid.uuid4().hex[:8]}:"
+    a = make_tier(namespace=namespace, replica="a", counters=lambda: {"hits": 3, "misses": 1, "engine_calls": 1})
+    b = make_tier(namespace=namespace, replica="b", counters=lambda: {"hits": 5, "misses": 2, "engine_calls": 2})
+    a.status()
+    status = b.status()
+    assert status["up"] is True and status["replica"] == "b"
+    assert sorted(r["replica"] for r in status["replicas"]) == ["a", "b"]
+    cluster = status["cluster"]
+    assert (cluster["hits"], cluster["misses"], cluster["engine_calls"]) == (8, 3, 3)
+    assert cluster["hit_rate"] == round(8 / 11, 4)
+    assert "redis_maxmemory_policy" in status
+
+
+# -- two services in one process --------------------------------------------------------------
+
+
+def _service(tmp: Path, url: str) -> TTSService:
+    config = load_config(
+        env={}, overrides={"engine": "tone", "cache.dir": str(tmp), "cache.shared_url": url, "voices.prewarm": False}
+    )
+    return TTSService(config, engine=ToneEngine())
+
+
+def _metric(svc: TTSService, name: str) -> float:
+    match = re.search(rf"^{name} (\S+)$", svc.metrics.exposition().decode(), re.MULTILINE)
+    assert match is not None, name
+    return float(match.group(1))
+
+
+def test_two_services_share_results_and_clear(tmp_path: Path, server: RedisServer) -> None:
+    a, b = _service(tmp_path / "a", server.url), _service(tmp_path / "b", server.url)
+    try:
+        request = TTSRequest(text="shared between two services", voice="tone-low", ttl=3600)
+        first = a.synthesise(request)
+        a.flush()  # entries reach the disk and shared tiers in the background
+        second = b.synthesise(request)
+        assert (first.cache, second.cache, second.info["tier"]) == ("MISS", "HIT", "shared")
+        assert second.wav == first.wav
+        assert b.engine.calls == 0  # type: ignore[attr-defined]
+        assert b.store.get(first.key) is not None  # copied into B's disk tier
+        assert b.synthesise(request).info["tier"] == "memory"
+        assert _metric(b, "tts_shared_tier_up") == 1.0
+        assert b.snapshot()["shared"]["up"] is True
+        b.flush()
+        assert a.clear()["shared_removed"] >= 1
+        assert a.shared.get(first.key) is None
+    finally:
+        a.close()
+        b.close()
+
+
+def test_service_with_redis_down_serves_from_local_tiers(tmp_path: Path) -> None:
+    svc = _service(tmp_path, _dead_url())
+    try:
+        request = TTSRequest(text="no redis here", voice="tone-high")
+        assert svc.synthesise(request).cache == "MISS"
+        assert svc.synthesise(request).cache == "HIT"
+        assert svc.engine.calls == 1  # type: ignore[attr-defined]
+        assert _metric(svc, "tts_shared_errors_total") >= 1
+        assert _metric(svc, "tts_shared_tier_up") == 0.0
+        assert svc.health()["shared"]["up"] is False
+    finally:
+        svc.close()
+
+
+def test_flushed_redis_is_regenerated_not_an_error(tmp_path: Path, server: RedisServer, raw: redis.Redis) -> None:
+    a, b = _service(tmp_path / "a", server.url), _service(tmp_path / "b", server.url)
+    try:
+        request = TTSRequest(text="flushed away", voice="tone-low")
+        a.synthesise(request)
+        a.flush()
+        raw.flushdb()
+        result = b.synthesise(request)
+        b.flush()
+        assert result.cache == "MISS"
+        assert _metric(b, "tts_shared_errors_total") == 0.0
+        assert b.shared.get(result.key) is not None  # written back
+    finally:
+        a.close()
+        b.close()
