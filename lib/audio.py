@@ -151,12 +151,17 @@ def _canonical(data: np.ndarray, rate: int) -> np.ndarray:
         g = math.gcd(rate, PROMPT_SAMPLE_RATE)
         mono = resample_poly(mono, PROMPT_SAMPLE_RATE // g, rate // g)
     # Scale by 32768 (not 32767) so 16 kHz 16-bit input passes through bit-exact.
-    return np.clip(np.rint(mono * 32768.0), -32768, 32767).astype(np.int16)
+    pcm: np.ndarray = np.clip(np.rint(mono * 32768.0), -32768, 32767).astype(np.int16)
+    return pcm
 
 
 def float_to_int16(audio: np.ndarray) -> np.ndarray:
-    """Clip to [-1, 1] and scale to int16 (round half to even, deterministic)."""
-    return np.rint(np.clip(np.asarray(audio, dtype=np.float64), -1.0, 1.0) * 32767.0).astype(np.int16)
+    """Clip to [-1, 1] and scale to int16 (round half to even, deterministic). In
+    float32: exact enough for 16 bits, and half the memory traffic of float64."""
+    scaled = np.asarray(audio, dtype=np.float32) * np.float32(32767.0)
+    np.clip(scaled, -32767.0, 32767.0, out=scaled)
+    np.rint(scaled, out=scaled)
+    return scaled.astype(np.int16)
 
 
 def check_engine_audio(audio: np.ndarray) -> np.ndarray:

@@ -162,6 +162,10 @@ class Renewer:
                     _LOGGER.exception("could not renew the single-flight lease on %s", key)
 
 
+def _noop() -> None:
+    return None
+
+
 def lead_or_wait(
     key: str,
     leases: Leases | None,
@@ -170,43 +174,40 @@ def lead_or_wait(
     lease: float,
     timeout: float,
     lookup: Callable[[], T | None],
-    produce: Callable[[], T],
+    produce: Callable[[Callable[[], None]], T],
     on_lock_error: Callable[[BaseException], None],
 ) -> tuple[T, bool]:
     """Across processes: take the lease and ``produce``, or wait for whoever holds it
     and return what ``lookup`` then finds. Returns ``(value, produced)``.
 
-    ``lookup`` is tried once more right after taking the lease, because the previous
-    holder may have just stored the result. If the holder dies, its lease expires and a
-    waiter takes over; if waiting exceeds ``timeout``, the waiter produces anyway.
+    ``produce(release)`` must call ``release()`` once its result is visible to other
+    processes (it may do so later, from another thread, e.g. after a background write);
+    if it raises, the lease is released here. ``lookup`` is tried once more right after
+    taking the lease, because the previous holder may have just stored the result. If
+    the holder dies, its lease expires and a waiter takes over; if waiting exceeds
+    ``timeout``, the waiter produces anyway.
     """
     deadline = time.monotonic() + timeout
     delay = 0.002
     while True:
-        token: str | None = None
-        if leases is not None:
-            try:
-                token = leases.acquire(key, lease)
-            except Exception as exc:  # lock store broken: degrade to in-process only
-                on_lock_error(exc)
-                return produce(), True
-        else:
-            return produce(), True
+        if leases is None:
+            return produce(_noop), True
+        try:
+            token = leases.acquire(key, lease)
+        except Exception as exc:  # lock store broken: degrade to in-process only
+            on_lock_error(exc)
+            return produce(_noop), True
         if token is not None:
-            if renewer is not None:
-                renewer.add(key, token)
+            release = _releaser(key, token, leases, renewer, on_lock_error)
             try:
                 found = lookup()
                 if found is not None:
+                    release()
                     return found, False
-                return produce(), True
-            finally:
-                if renewer is not None:
-                    renewer.remove(key)
-                try:
-                    leases.release(key, token)
-                except Exception as exc:
-                    on_lock_error(exc)
+                return produce(release), True
+            except BaseException:
+                release()
+                raise
         # Someone else is producing: poll for the result with gentle backoff.
         while True:
             found = lookup()
@@ -216,11 +217,35 @@ def lead_or_wait(
                 still_held = leases.held(key)
             except Exception as exc:
                 on_lock_error(exc)
-                return produce(), True
+                return produce(_noop), True
             if not still_held:
                 break  # holder finished without storing, or died: try to take over
             if time.monotonic() > deadline:
                 _LOGGER.warning("waited %.0f s for another process to synthesise %s; running it here", timeout, key)
-                return produce(), True
+                return produce(_noop), True
             time.sleep(delay)
             delay = min(delay * 1.5, 0.05)
+
+
+def _releaser(
+    key: str, token: str, leases: Leases, renewer: Renewer | None, on_error: Callable[[BaseException], None]
+) -> Callable[[], None]:
+    """A release function that is safe to call more than once, from any thread."""
+    state = {"done": False}
+    guard = threading.Lock()
+    if renewer is not None:
+        renewer.add(key, token)
+
+    def release() -> None:
+        with guard:
+            if state["done"]:
+                return
+            state["done"] = True
+        if renewer is not None:
+            renewer.remove(key)
+        try:
+            leases.release(key, token)
+        except Exception as exc:
+            on_error(exc)
+
+    return release
