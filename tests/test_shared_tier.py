@@ -25,7 +25,7 @@ from lib.engines.tone import ToneEngine
 from lib.entry import CachedAudio, pack, unpack
 from lib.request import TTSRequest
 from lib.service import TTSService
-from lib.shared import CorruptValueError, RedisLeases, SharedTier
+from lib.shared import CorruptValueError, RedisLeases, SharedTier, status_markdown
 from lib.shared.codec import decode_voice, encode_voice
 from lib.singleflight import DiskLeases
 
@@ -337,6 +337,8 @@ def test_two_services_share_results_and_clear(tmp_path: Path, server: RedisServe
         assert b.synthesise(request).info["tier"] == "memory"
         assert _metric(b, "tts_shared_tier_up") == 1.0
         assert b.snapshot()["shared"]["up"] is True
+        board = status_markdown(b.snapshot()["shared"])
+        assert "up 正常" in board and "All replicas" in board
         b.flush()
         assert a.clear()["shared_removed"] >= 1
         assert a.shared.get(first.key) is None
@@ -355,6 +357,8 @@ def test_service_with_redis_down_serves_from_local_tiers(tmp_path: Path) -> None
         assert _metric(svc, "tts_shared_errors_total") >= 1
         assert _metric(svc, "tts_shared_tier_up") == 0.0
         assert svc.health()["shared"]["up"] is False
+        assert "down" in status_markdown(svc.snapshot()["shared"])
+        assert status_markdown(None) == ""
     finally:
         svc.close()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from lib.shared.breaker import Breaker
 from lib.shared.codec import CorruptValueError
 from lib.shared.leases import RedisLeases, SharedLeases
+from lib.shared.report import status_markdown
 from lib.shared.tier import SharedTier
 
-__all__ = ["Breaker", "CorruptValueError", "RedisLeases", "SharedLeases", "SharedTier"]
+__all__ = ["Breaker", "CorruptValueError", "RedisLeases", "SharedLeases", "SharedTier", "status_markdown"]

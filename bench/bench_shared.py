@@ -1,0 +1,178 @@
+"""Benchmark of the shared (Redis) tier with two replicas (tone test engine, real
+redis-server, real diskcache).
+
+Prints, as medians over several runs:
+- hit latency of a request served from the Redis tier (first request on replica B for
+  an entry made on replica A: GET, verify, copy into B's disk and memory tiers) vs
+  from B's local disk tier and memory tier, plus the raw read of the packed entry
+  (Redis GET vs diskcache get);
+- the two-replica hit rate when phrases were preloaded on replica A only, with requests
+  spread round-robin over both replicas (as a load balancer does), with the shared tier
+  and, for comparison, without it.
+
+The two replicas are two ``TTSService`` objects with separate cache directories in one
+process; they share nothing but Redis. Starts its own ``redis-server`` on a free port
+unless ``--redis-url`` is given (then it uses the namespace ``bench:`` and clears it).
+
+Run: .venv/bin/python bench/bench_shared.py [--quick] [--redis-url redis://...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from lib.config import load_config
+from lib.engines.tone import ToneEngine
+from lib.request import TTSRequest
+from lib.service import TTSService
+
+TEXT_CHARS = 50  # x 0.1 s per char = 5 s clips, as in bench_cache.py
+
+
+def _service(cache_dir: Path, url: str | None) -> TTSService:
+    overrides: dict[str, Any] = {
+        "engine": "tone", "cache.dir": str(cache_dir), "cache.shared_url": url, "voices.prewarm": False,
+    }  # fmt: skip
+    return TTSService(load_config(env={}, overrides=overrides), ToneEngine(seconds_per_char=0.1))
+
+
+def _phrase(i: int, tag: str) -> str:
+    return f"phrase {tag} {i} ".ljust(TEXT_CHARS, "x")
+
+
+def _ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1e3
+
+
+@contextmanager
+def _pair(url: str | None) -> Iterator[tuple[TTSService, TTSService]]:
+    base = Path(tempfile.mkdtemp(prefix="bench-shared-"))
+    a, b = _service(base / "a", url), _service(base / "b", url)
+    try:
+        yield a, b
+    finally:
+        if a.shared is not None:
+            a.shared.clear()
+        a.close()
+        b.close()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def bench_latency(url: str, runs: int, n: int) -> None:
+    by_tier: dict[str, list[float]] = {"shared": [], "disk": [], "memory": [], "redis GET": [], "diskcache get": []}
+    size = 0
+    for run in range(runs):
+        with _pair(url) as (a, b):
+            requests = [TTSRequest(text=_phrase(i, f"lat{run}"), voice="tone-low") for i in range(n)]
+            for request in requests:  # made on replica A
+                a.synthesise(request)
+            a.flush()
+            samples: dict[str, list[float]] = {k: [] for k in by_tier}
+            for request in requests:
+                for expected in ("shared", "disk", "memory"):
+                    if expected == "disk":
+                        b.memory.clear()
+                    t0 = time.perf_counter()
+                    result = b.synthesise(request)
+                    took = _ms(t0)
+                    if result.info.get("tier") != expected:
+                        raise RuntimeError(f"expected a hit from the {expected} tier, got {result.cache} {result.info}")
+                    samples[expected].append(took)
+                key = result.key
+                t0 = time.perf_counter()
+                blob = b.shared.get(key)
+                samples["redis GET"].append(_ms(t0))
+                t0 = time.perf_counter()
+                b.store.get_blob(key)
+                samples["diskcache get"].append(_ms(t0))
+                size = len(blob or b"")
+            for tier, values in samples.items():
+                by_tier[tier].append(statistics.median(values))
+    print(f"hit latency on replica B, {runs} runs x {n} entries of {size / 1024:.0f} KiB (5 s clips), median ms:")
+    for tier, label in (
+        ("shared", "Redis tier hit (GET + verify + copy to local tiers)"),
+        ("disk", "local disk tier hit"),
+        ("memory", "memory tier hit"),
+        ("redis GET", "raw Redis GET of the packed entry"),
+        ("diskcache get", "raw diskcache get of the packed entry"),
+    ):
+        values = by_tier[tier]
+        spread = f"(runs {min(values):.3f}-{max(values):.3f})"
+        print(f"  {label:<55} {statistics.median(values):8.3f} ms {spread}")
+    ratio = statistics.median(by_tier["shared"]) / statistics.median(by_tier["disk"])
+    print(f"  Redis tier hit / disk tier hit: {ratio:.2f}x")
+
+
+def bench_hit_rate(url: str, runs: int, phrases: int, requests: int) -> None:
+    for label, shared_url in (("with the shared tier", url), ("without it (local tiers only)", None)):
+        rates: list[float] = []
+        b_calls: list[int] = []
+        for run in range(runs):
+            with _pair(shared_url) as (a, b):
+                texts = [_phrase(i, f"hr{run}") for i in range(phrases)]
+                for text in texts:  # preloaded on replica A only
+                    a.synthesise(TTSRequest(text=text, voice="tone-low"))
+                a.flush()
+                engine_before = a.engine.calls + b.engine.calls  # type: ignore[attr-defined]
+                rng = random.Random(run)
+                hits = 0
+                for i in range(requests):
+                    replica = (a, b)[i % 2]  # round-robin load balancer
+                    result = replica.synthesise(TTSRequest(text=rng.choice(texts), voice="tone-low"))
+                    hits += result.cache == "HIT"
+                rates.append(hits / requests)
+                b_calls.append(a.engine.calls + b.engine.calls - engine_before)  # type: ignore[attr-defined]
+        print(
+            f"two-replica hit rate, preloaded on replica A only, {label}: {100 * statistics.median(rates):.1f} % "
+            f"({requests} requests over {phrases} phrases, median of {runs} runs; "
+            f"engine calls after preload: {statistics.median(b_calls):.0f})"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Shared (Redis) tier benchmark")
+    parser.add_argument("--redis-url", help="use this Redis instead of starting a redis-server")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--entries", type=int, default=40, help="entries timed per run (latency)")
+    parser.add_argument("--phrases", type=int, default=50, help="phrases preloaded on replica A (hit rate)")
+    parser.add_argument("--requests", type=int, default=400, help="requests spread over both replicas (hit rate)")
+    parser.add_argument("--quick", action="store_true", help="fewer runs and entries (smoke test)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.runs, args.entries, args.phrases, args.requests = 3, 10, 20, 100
+    server = None
+    url = args.redis_url
+    if url is None:
+        from redis_server import RedisServer
+
+        binary = shutil.which("redis-server")
+        if binary is None:
+            print("bench_shared: redis-server is not installed; apt-get install -y redis-server, or pass --redis-url")
+            return 2
+        server = RedisServer(binary).start()
+        url = server.url
+    print(f"bench_shared: Redis at {url.split('@')[-1]}")
+    try:
+        bench_latency(url, args.runs, args.entries)
+        bench_hit_rate(url, args.runs, args.phrases, args.requests)
+    finally:
+        if server is not None:
+            server.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
