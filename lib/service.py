@@ -351,6 +351,7 @@ class TTSService:
         Other processes' memory tiers keep their copy until evicted or restarted."""
         if not KEY_RE.match(key):
             raise ValidationError("key: must be 32 hexadecimal digits")
+        self.flush()  # a queued background write must not bring the entry back
         self.memory.pop(key)
         self.transcodes.discard_where(lambda k: k[0] == key)
         delete = getattr(self.shared, "delete", None)
