@@ -23,6 +23,7 @@ from redis_server import RedisServer, free_port, require_redis_server
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.entry import CachedAudio, pack, unpack
+from lib.errors import ConfigError
 from lib.request import TTSRequest
 from lib.service import TTSService
 from lib.shared import CorruptValueError, RedisLeases, SharedTier, status_markdown
@@ -250,6 +251,11 @@ def test_redis_down_answers_not_found_counts_and_logs_once(
     assert faults and tier.status()["errors"] == len(faults)
     assert tier.status()["up"] is False
     assert len([r for r in caplog.records if "unreachable" in r.getMessage()]) == 1
+
+
+def test_a_malformed_url_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"cache\.shared_url"):
+        SharedTier("redis://127.0.0.1:notaport/0", publish_every=0)
 
 
 def test_redis_restarted_is_used_again(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

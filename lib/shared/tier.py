@@ -30,6 +30,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from lib.errors import ConfigError
 from lib.shared.breaker import Breaker
 from lib.shared.codec import PROFILE_MAGIC, CorruptValueError, decode_voice, encode_voice, seal, unseal
 from lib.shared.leases import RedisLeases, SharedLeases
@@ -78,13 +79,16 @@ class SharedTier:
         self._counters = counters
         self._publish_every = publish_every
         # Short time-outs and no client-side retries: the breaker decides when to retry.
-        self.client: redis.Redis = redis.Redis.from_url(
-            url,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            retry=Retry(NoBackoff(), 0),
-            health_check_interval=0,
-        )
+        try:
+            self.client: redis.Redis = redis.Redis.from_url(
+                url,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                retry=Retry(NoBackoff(), 0),
+                health_check_interval=0,
+            )
+        except ValueError as exc:  # a malformed URL is a configuration error, not an outage
+            raise ConfigError(f"cache.shared_url: {exc}; use redis://host:port/db") from exc
         self.breaker = Breaker(self.url, on_error, on_trip=self._drop_connections)
         self._remote_leases = RedisLeases(self.client, namespace + "lock:")
         self._local_leases: Leases | None = None
