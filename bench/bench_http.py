@@ -1,0 +1,166 @@
+"""HTTP hit latency and throughput of ``POST /api/tts`` and ``GET /api/audio/{key}.wav``.
+
+Starts the API server (``python -m lib.api``) in its own process on a free loopback
+port, makes one 5 s clip (a MISS), then drives cache hits from a load generator in a
+second process (asyncio, raw HTTP/1.1 keep-alive connections, so the client costs
+little) at 1, 8 and 64 concurrent clients, and prints p50/p99 latency and requests/s.
+
+    python bench/bench_http.py [--seconds 5] [--engine tone|builtin] [--clients 1,8,64]
+
+Targets on the 2-core reference machine: hit p50 <= 5 ms at 1 client; >= 1,000
+requests/s for /api/audio at 64 clients with no errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BOUNDARY = "benchboundary"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def multipart(fields: dict[str, str]) -> bytes:
+    parts = [f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n' for k, v in fields.items()]
+    return ("".join(parts) + f"--{BOUNDARY}--\r\n").encode()
+
+
+def build_request(method: str, path: str, body: bytes = b"", content_type: str = "") -> bytes:
+    head = f"{method} {path} HTTP/1.1\r\nHost: bench\r\n"
+    if body:
+        head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+    return head.encode() + b"\r\n" + body
+
+
+async def _client(port: int, request: bytes, stop_at: float, latencies: list[float], errors: list[int]) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        while time.perf_counter() < stop_at:
+            t0 = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            status = int(head.split(b" ", 2)[1])
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+            await reader.readexactly(length)
+            latencies.append(time.perf_counter() - t0)
+            if status != 200:
+                errors.append(status)
+    except (OSError, asyncio.IncompleteReadError):
+        errors.append(-1)
+    finally:
+        writer.close()
+
+
+def load(port: int, request: bytes, clients: int, seconds: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    """Runs in the load-generator process."""
+    latencies: list[float] = []
+    errors: list[int] = []
+
+    async def main() -> float:
+        stop_at = time.perf_counter() + seconds
+        started = time.perf_counter()
+        await asyncio.gather(*(_client(port, request, stop_at, latencies, errors) for _ in range(clients)))
+        return time.perf_counter() - started
+
+    elapsed = asyncio.run(main())
+    out.put({"latencies": latencies, "errors": len(errors), "elapsed": elapsed})
+
+
+def run_load(port: int, request: bytes, clients: int, seconds: float) -> dict[str, float]:
+    ctx = mp.get_context("spawn")
+    queue: mp.Queue = ctx.Queue()  # type: ignore[type-arg]
+    proc = ctx.Process(target=load, args=(port, request, clients, seconds, queue))
+    proc.start()
+    result = queue.get(timeout=seconds + 120)
+    proc.join(timeout=30)
+    lat = sorted(result["latencies"])
+    n = len(lat)
+    return {
+        "requests": n,
+        "rps": n / result["elapsed"],
+        "p50_ms": statistics.median(lat) * 1e3 if n else float("nan"),
+        "p99_ms": lat[min(n - 1, int(n * 0.99))] * 1e3 if n else float("nan"),
+        "errors": result["errors"],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="duration of each load step")
+    parser.add_argument("--engine", default="tone", help="engine of the server (the hits do not call it)")
+    parser.add_argument("--clients", default="1,8,64")
+    parser.add_argument("--json", action="store_true", help="print one JSON line per step as well")
+    args = parser.parse_args()
+    port = free_port()
+    cache = tempfile.mkdtemp(prefix="bench-http-")
+    env = dict(os.environ, TTS_VOICES_PREWARM="false", PYTHONPATH=str(ROOT))
+    server = subprocess.Popen(
+        [sys.executable, "-m", "lib.api", "--engine", args.engine, "--cache-dir", cache, "--port", str(port),
+         "--log-level", "warning"],
+        cwd=ROOT, env=env,
+    )  # fmt: skip
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/healthz", timeout=2) as r:
+                    voices = json.load(urllib.request.urlopen(f"{base}/api/voices"))["voices"]
+                    health = json.load(r)
+                    break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    print("server did not start", file=sys.stderr)
+                    return 1
+                time.sleep(0.2)
+        voice = next(v["name"] for v in voices if v["kind"] == "preset")
+        # The tone engine speaks 60 ms per character: 84 characters make a 5 s clip.
+        text = "Passengers for the five fifteen train to Shanghai, please proceed to gate seven now."
+        body = multipart({"text": text, "voice": voice})
+        ctype = f"multipart/form-data; boundary={BOUNDARY}"
+        req = urllib.request.Request(f"{base}/api/tts", data=body, headers={"Content-Type": ctype})
+        with urllib.request.urlopen(req) as r:
+            key, first, clip = r.headers["X-Cache-Key"], r.headers["X-Cache"], r.read()
+        seconds = (len(clip) - 44) / 2 / 22050
+        print(f"engine {health['engine']}; clip {seconds:.2f} s, {len(clip) / 1024:.0f} KiB WAV; first request {first}")
+        steps = [
+            ("POST /api/tts (hit)", build_request("POST", "/api/tts", body, ctype)),
+            ("GET /api/audio/{key}.wav", build_request("GET", f"/api/audio/{key}.wav")),
+        ]
+        print(f"{'endpoint':28} {'clients':>7} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}")
+        for name, raw in steps:
+            for clients in (int(c) for c in args.clients.split(",")):
+                r2 = run_load(port, raw, clients, args.seconds)
+                print(
+                    f"{name:28} {clients:7d} {r2['rps']:9.0f} {r2['p50_ms']:8.2f} {r2['p99_ms']:8.2f} {r2['errors']:6d}"
+                )
+                if args.json:
+                    print(json.dumps({"endpoint": name, "clients": clients, **r2}))
+        return 0
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Serve the HTTP API alone: ``python -m lib.api [--config F] [--host H] [--port P]``.
+
+The web UI (``webui.py``) serves the same API on its own port together with the UI;
+this entry point is for API-only deployments and for benchmarks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from lib.errors import TTSError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lib.api", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", help="config.yaml to read (default: none, built-in defaults + TTS_* variables)")
+    parser.add_argument("--host", help="interface to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="TCP port (default 7860)")
+    parser.add_argument("--cache-dir", help="cache directory (cache.dir)")
+    parser.add_argument("--engine", help="builtin, cosyvoice or tone")
+    parser.add_argument("--log-level", default="info", help="debug, info, warning")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    import uvicorn
+
+    from lib.api import create_app
+    from lib.config import load_config
+    from lib.service import TTSService
+
+    try:
+        config = load_config(
+            args.config,
+            overrides={"server.host": args.host, "server.port": args.port, "cache.dir": args.cache_dir,
+                       "engine": args.engine},
+        )  # fmt: skip
+        service = TTSService(config)
+    except TTSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        uvicorn.run(
+            create_app(service), host=config.server.host, port=config.server.port,
+            log_level=args.log_level, access_log=False,
+        )  # fmt: skip
+    finally:
+        service.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""The FastAPI application: routers, error translation, upload limit, HTTP metrics.
+
+``create_app(service)`` returns an ASGI app. The web UI mounts its Gradio interface on
+the same app (one process, one port); ``python -m lib.api`` serves the API alone.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from typing import Any
+
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from lib.service import TTSService
+
+from .admin import admin_router
+from .errors import install_error_handlers
+from .http import UploadLimit
+from .speech import speech_router
+
+__all__ = ["create_app"]
+
+#: Multipart framing and the small text fields ride on top of the prompt file itself.
+_FORM_OVERHEAD = 256 * 1024
+
+_ENV = object()
+
+_DESCRIPTION = """\
+Voice-cloning text to speech behind a result cache.
+
+* `POST /api/tts` synthesises (or serves from the cache) and answers audio with
+  `X-Cache: HIT | MISS | BYPASS`, `X-Cache-Key` and `ETag`.
+* `GET /api/audio/{key}.{ext}` serves a stored result in any format, immutable.
+* `POST /v1/audio/speech` is OpenAI-compatible: point an OpenAI client at this server.
+* Errors are `{"error": "..."}` (OpenAI's error object under `/v1`).
+"""
+
+
+def create_app(service: TTSService, *, admin_token: Any = _ENV) -> FastAPI:
+    """The HTTP API over ``service``.
+
+    ``admin_token`` defaults to the environment variable named by
+    ``service.config.server.admin_token_env``; pass a string (or None) to override.
+    """
+    if admin_token is _ENV:
+        admin_token = os.environ.get(service.config.server.admin_token_env) or None
+    app = FastAPI(
+        title="Voice-cloning TTS cache API",
+        version="1",
+        description=_DESCRIPTION,
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    install_error_handlers(app)
+    app.include_router(speech_router(service))
+    app.include_router(admin_router(service, admin_token))
+    app.add_middleware(UploadLimit, limit=service.config.prompt.max_upload_bytes + _FORM_OVERHEAD)
+    app.add_middleware(_HTTPMetrics, instruments=_instruments(service.metrics.registry))
+    app.state.service = service
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI documents request validation failures as 422; this API answers 400 with
+    ``{"error": ...}`` (422 means unusable prompt audio here), so the schema says so."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    from fastapi.openapi.utils import get_openapi
+
+    from .errors import ERROR_RESPONSES
+
+    schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    for path in schema.get("paths", {}).values():
+        for operation in path.values():
+            responses = operation.get("responses", {})
+            if responses.get("422", {}).get("description") == "Validation Error":
+                del responses["422"]
+                responses.setdefault("400", ERROR_RESPONSES[400])
+    components = schema.get("components", {}).get("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        components.pop(name, None)
+    app.openapi_schema = schema
+    return schema
+
+
+class _Instruments:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter(
+            "tts_http_requests", "HTTP requests by route and status", ["method", "route", "status"], registry=registry
+        )
+        self.latency = Histogram(
+            "tts_http_request_duration_seconds", "HTTP request time by route", ["route"], registry=registry,
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+        )  # fmt: skip
+
+
+_BY_REGISTRY: weakref.WeakKeyDictionary[CollectorRegistry, _Instruments] = weakref.WeakKeyDictionary()
+
+
+def _instruments(registry: CollectorRegistry) -> _Instruments:
+    # One set per registry: building a second app over the same service reuses them.
+    found = _BY_REGISTRY.get(registry)
+    if found is None:
+        found = _BY_REGISTRY[registry] = _Instruments(registry)
+    return found
+
+
+class _HTTPMetrics:
+    """Counts requests by route template (never by raw path: bounded label values)."""
+
+    def __init__(self, app: ASGIApp, instruments: _Instruments) -> None:
+        self.app = app
+        self.instruments = instruments
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def watched(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        finally:
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            self.instruments.requests.labels(scope["method"], route, str(status)).inc()
+            self.instruments.latency.labels(route).observe(time.perf_counter() - started)

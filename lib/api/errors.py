@@ -1,0 +1,119 @@
+"""Error translation at the HTTP boundary: every failure becomes JSON.
+
+``/api/*`` and the rest answer ``{"error": "<what is wrong and how to fix it>"}``; the
+OpenAI-compatible ``/v1/*`` answers OpenAI's shape, ``{"error": {"message", "type",
+"param", "code"}}``, so OpenAI client libraries raise their usual exceptions. Each
+error is translated here once; handlers raise :class:`lib.errors.TTSError` subclasses.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from lib.errors import NotFoundError, TTSError
+
+__all__ = ["ERROR_RESPONSES", "error_response", "install_error_handlers", "validation_message"]
+
+_LOGGER = logging.getLogger(__name__)
+
+#: OpenAPI description of the error body, shared by every route.
+_ERROR_SCHEMA: dict[str, Any] = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "required": ["error"],
+            "properties": {"error": {"type": "string", "description": "What is wrong and how to fix it."}},
+        }
+    }
+}
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"description": "A field is missing or invalid", "content": _ERROR_SCHEMA},
+    404: {"description": "Unknown voice or key", "content": _ERROR_SCHEMA},
+    413: {"description": "Upload larger than prompt.max_upload_bytes", "content": _ERROR_SCHEMA},
+    415: {"description": "Prompt audio is not decodable audio", "content": _ERROR_SCHEMA},
+    422: {"description": "Prompt audio too short, too long or silent", "content": _ERROR_SCHEMA},
+    503: {"description": "The engine is not available", "content": _ERROR_SCHEMA},
+}
+
+_OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "invalid_request_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    422: "invalid_request_error",
+    503: "server_error",
+}
+
+
+def error_response(
+    request: Request, status: int, message: str, *, param: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """The one place error bodies are built."""
+    if request.url.path.startswith("/v1/"):
+        body: dict[str, Any] = {
+            "error": {
+                "message": message,
+                "type": _OPENAI_TYPES.get(status, "server_error"),
+                "param": param,
+                "code": None,
+            }
+        }
+    else:
+        body = {"error": message}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def validation_message(errors: list[Any]) -> tuple[str, str | None]:
+    """Pydantic/FastAPI validation errors -> one readable line naming each field."""
+    parts: list[str] = []
+    first: str | None = None
+    for err in errors[:5]:
+        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path", "header")]
+        field = loc[0] if loc else "body"
+        first = first or field
+        msg = str(err.get("msg", "is invalid"))
+        if err.get("type") == "missing":
+            msg = "is required"
+        parts.append(f"{field}: {msg}")
+    return "; ".join(parts) or "the request is invalid", first
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(TTSError)
+    async def _tts_error(request: Request, exc: TTSError) -> JSONResponse:
+        status = exc.http_status
+        if request.url.path.startswith("/v1/") and isinstance(exc, NotFoundError):
+            status = 400  # OpenAI answers an unknown voice with 400 invalid_request_error
+        if status >= 500 and status != 503:
+            _LOGGER.error("%s %s failed: %s", request.method, request.url.path, exc)
+        param = str(exc).split(":", 1)[0] if ":" in str(exc)[:24] else None
+        return error_response(request, status, str(exc), param=param)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        message, field = validation_message(list(exc.errors()))
+        return error_response(request, 400, message, param=field)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = str(exc.detail)
+        if exc.status_code == 404 and message == "Not Found":
+            message = f"no such endpoint: {request.url.path}; see /docs for the API"
+        elif exc.status_code == 405:
+            message = f"method {request.method} is not allowed on {request.url.path}; see /docs"
+        elif exc.status_code == 400 and message == "There was an error parsing the body":
+            message = "the request body could not be parsed; send multipart/form-data or JSON as documented"
+        return error_response(request, exc.status_code, message, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+        _LOGGER.exception("unexpected error on %s %s", request.method, request.url.path)
+        return error_response(request, 500, "internal error; the server log has the details")

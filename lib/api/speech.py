@@ -1,0 +1,276 @@
+"""Synthesis endpoints: ``POST /api/tts``, ``GET /api/audio/{key}.{ext}`` and the
+OpenAI-compatible ``POST /v1/audio/speech``.
+
+Synthesis runs in the thread pool, off the event loop, so concurrent requests are
+served concurrently; identical concurrent misses still cost one engine call because
+the service's single-flight sits underneath. A hit on ``/api/audio`` from the memory
+tier is answered on the event loop without a thread hop.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import Annotated, Any, Literal
+
+from anyio import to_thread
+from fastapi import APIRouter, File, Form, Header, Request, UploadFile
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from lib.audio import MIME_TYPES, encode
+from lib.entry import CachedAudio
+from lib.errors import NotFoundError, PayloadTooLargeError, ValidationError
+from lib.request import MAX_SEED, MAX_SPEED, MIN_SPEED, TTSRequest
+from lib.results import SynthesisResult
+from lib.service import TTSService
+
+from .errors import ERROR_RESPONSES
+from .http import IMMUTABLE, cut, etag_for, etag_matches, parse_range, too_large_message
+
+__all__ = ["SpeechRequest", "speech_router"]
+
+_LOGGER = logging.getLogger(__name__)
+
+_AUDIO_NAME_RE = re.compile(r"^([0-9a-fA-F]{32})\.(wav|mp3|flac|ogg)$")
+Format = Literal["wav", "mp3", "flac", "ogg"]
+Mode = Literal["zero_shot", "cross_lingual", "instruct", "preset"]
+
+_AUDIO_CONTENT = {mime: {"schema": {"type": "string", "format": "binary"}} for mime in MIME_TYPES.values()}
+_TTS_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The audio, or with `Accept: application/json` a JSON description of it",
+        "content": {
+            **_AUDIO_CONTENT,
+        },
+        "headers": {
+            "X-Cache": {"description": "HIT, MISS or BYPASS", "schema": {"type": "string"}},
+            "X-Cache-Key": {"description": "The cache key, 32 hex digits", "schema": {"type": "string"}},
+            "ETag": {"description": "Entity tag of this key in this format", "schema": {"type": "string"}},
+        },
+    },
+    **ERROR_RESPONSES,
+}
+
+
+class TTSResult(BaseModel):
+    """``POST /api/tts`` with ``Accept: application/json``."""
+
+    key: str = Field(description="Cache key, 32 hex digits")
+    cache: Literal["HIT", "MISS", "BYPASS"]
+    url: str | None = Field(description="GET this for the audio; null when the result was not stored")
+    duration: float = Field(description="Seconds of audio")
+    sample_rate: int
+
+
+class VoiceRef(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    id: str
+
+
+class SpeechRequest(BaseModel):
+    """OpenAI's ``audio.speech.create`` body, plus ``style`` and ``seed``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field("tts-1", description="Accepted for compatibility; the configured engine answers")
+    input: str = Field(description="The text to speak")
+    voice: str | VoiceRef = Field(description="A saved or preset voice name (GET /api/voices lists them)")
+    response_format: Literal["mp3", "wav", "flac", "ogg", "pcm"] = Field(
+        "mp3", description="pcm is raw 16-bit little-endian mono at the engine's sample rate (X-Sample-Rate)"
+    )
+    speed: float = Field(1.0, ge=MIN_SPEED, le=MAX_SPEED)
+    style: str | None = Field(None, description="Style instruction, e.g. 'slow, calm' or '开心'")
+    instructions: str | None = Field(None, description="OpenAI's name for the style instruction")
+    seed: int = Field(0, ge=0, le=MAX_SEED)
+
+
+_TTS_RESULT_SCHEMA = TTSResult.model_json_schema()
+_TTS_RESPONSES[200]["content"]["application/json"] = {"schema": _TTS_RESULT_SCHEMA}
+
+
+def speech_router(service: TTSService) -> APIRouter:
+    router = APIRouter()
+    upload_limit = service.config.prompt.max_upload_bytes
+
+    async def run(request: TTSRequest) -> tuple[SynthesisResult, bytes]:
+        def work() -> tuple[SynthesisResult, bytes]:
+            result = service.synthesise(request)
+            if result.cache == "HIT" or (result.cache == "MISS" and request.store):
+                return result, service.audio_bytes(result.audio, request.format)
+            # Not stored (bypass, or store=false): encode without keeping a transcode in memory.
+            return result, encode(result.audio.pcm, result.sample_rate, request.format)
+
+        return await to_thread.run_sync(work)
+
+    @router.post(
+        "/api/tts",
+        tags=["synthesis"],
+        summary="Synthesise speech through the cache",
+        response_class=Response,
+        responses=_TTS_RESPONSES,
+    )
+    async def tts(
+        request: Request,
+        text: Annotated[str, Form(description="The text to speak (normalised before keying)")],
+        prompt_audio: Annotated[UploadFile | None, File(description="Prompt voice recording, 1-30 s")] = None,
+        voice: Annotated[str | None, Form(description="A saved or preset voice, instead of prompt_audio")] = None,
+        prompt_text: Annotated[str, Form(description="Transcript of the prompt (zero-shot mode)")] = "",
+        style: Annotated[str, Form(description="Style instruction, e.g. 'slow, calm' or '开心'")] = "",
+        seed: Annotated[int, Form(ge=0, le=MAX_SEED)] = 0,
+        speed: Annotated[float, Form(ge=MIN_SPEED, le=MAX_SPEED)] = 1.0,
+        mode: Annotated[Mode | None, Form(description="Omit to pick from the other fields")] = None,
+        format: Annotated[Format, Form()] = "wav",
+        cache: Annotated[bool, Form(description="false bypasses the cache (no read, no write)")] = True,
+        store: Annotated[bool, Form(description="false never writes the result (personal data)")] = True,
+        ttl: Annotated[float | None, Form(gt=0, description="Seconds this entry lives")] = None,
+        accept: Annotated[str | None, Header(include_in_schema=False)] = None,
+    ) -> Response:
+        started = time.perf_counter()
+        audio: bytes | None = None
+        if prompt_audio is not None and (prompt_audio.size or prompt_audio.filename):
+            if prompt_audio.size is not None and prompt_audio.size > upload_limit:
+                raise PayloadTooLargeError(too_large_message(upload_limit))
+            audio = await prompt_audio.read()
+            if not audio:
+                raise ValidationError("prompt_audio: the uploaded file is empty; upload a recording of speech")
+        req = TTSRequest(
+            text=text, prompt_audio=audio, voice=voice or None, prompt_text=prompt_text, style=style,
+            seed=seed, speed=speed, mode=mode, format=format, use_cache=cache, store=store, ttl=ttl,
+        )  # fmt: skip
+        result, body = await run(req)
+        _log("POST /api/tts", result, started, text)
+        headers = {
+            "X-Cache": result.cache,
+            "X-Cache-Key": result.key,
+            "ETag": etag_for(result.key, format),
+            "X-Audio-Duration": f"{result.duration:.3f}",
+            "X-Sample-Rate": str(result.sample_rate),
+        }
+        if accept and "application/json" in accept:
+            stored = result.cache == "HIT" or (result.cache == "MISS" and store)
+            doc = TTSResult(
+                key=result.key, cache=result.cache,  # type: ignore[arg-type]
+                url=f"/api/audio/{result.key}.{format}" if stored else None,
+                duration=round(result.duration, 4), sample_rate=result.sample_rate,
+            )  # fmt: skip
+            return JSONResponse(doc.model_dump(), headers=headers)
+        return Response(body, media_type=MIME_TYPES[format], headers=headers)
+
+    @router.head("/api/audio/{key}.{ext}", include_in_schema=False)
+    @router.get(
+        "/api/audio/{key}.{ext}",
+        tags=["synthesis"],
+        summary="Stored audio by key, in any format",
+        response_class=Response,
+        responses={
+            200: {"description": "The audio", "content": _AUDIO_CONTENT},
+            206: {"description": "The requested byte range", "content": _AUDIO_CONTENT},
+            304: {"description": "Not modified (If-None-Match)"},
+            400: ERROR_RESPONSES[400],
+            404: ERROR_RESPONSES[404],
+            416: {"description": "Range not satisfiable"},
+        },
+    )
+    async def audio(
+        request: Request,
+        key: str,
+        ext: str,
+        if_none_match: Annotated[str | None, Header()] = None,
+        range: Annotated[str | None, Header()] = None,
+        if_range: Annotated[str | None, Header(include_in_schema=False)] = None,
+    ) -> Response:
+        match = _AUDIO_NAME_RE.match(f"{key}.{ext}")
+        if match is None:
+            raise ValidationError(_BAD_AUDIO_NAME)
+        key, fmt = match.group(1).lower(), match.group(2)
+        etag = etag_for(key, fmt)
+        if etag_matches(if_none_match, etag):
+            return Response(status_code=304, headers={"ETag": etag, "Cache-Control": IMMUTABLE})
+        body = _fast_audio(service, key, fmt)
+        if body is None:
+            body = await to_thread.run_sync(_slow_audio, service, key, fmt)
+        headers = {"ETag": etag, "Cache-Control": IMMUTABLE, "Accept-Ranges": "bytes", "X-Cache-Key": key}
+        wanted = parse_range(range, len(body)) if not if_range or if_range.strip() == etag else None
+        if wanted is False:
+            headers["Content-Range"] = f"bytes */{len(body)}"
+            return Response(status_code=416, headers=headers)
+        if isinstance(wanted, tuple):
+            start, end = wanted
+            headers["Content-Range"] = f"bytes {start}-{end}/{len(body)}"
+            return Response(body[start : end + 1], status_code=206, media_type=MIME_TYPES[fmt], headers=headers)
+        return Response(body, media_type=MIME_TYPES[fmt], headers=headers)
+
+    @router.api_route("/api/audio/{rest:path}", methods=["GET", "HEAD"], include_in_schema=False)
+    async def audio_bad_name(rest: str) -> Response:
+        # Everything under /api/audio/ that is not <32 hex>.<ext>: refused before any lookup.
+        raise ValidationError(_BAD_AUDIO_NAME)
+
+    @router.post(
+        "/v1/audio/speech",
+        tags=["openai"],
+        summary="OpenAI-compatible text to speech",
+        response_class=Response,
+        responses={
+            200: {"description": "The audio", "content": {**_AUDIO_CONTENT, "audio/pcm": _AUDIO_CONTENT["audio/wav"]}},
+            400: {"description": "Invalid request (OpenAI error object)"},
+            503: {"description": "Engine not available (OpenAI error object)"},
+        },
+    )
+    async def openai_speech(request: Request, body: SpeechRequest) -> Response:
+        started = time.perf_counter()
+        voice = body.voice.id if isinstance(body.voice, VoiceRef) else body.voice
+        if not voice.strip():
+            raise ValidationError("voice: is empty; give a saved or preset voice name (GET /api/voices)")
+        if not service.is_preset(voice.strip()) and service.library.get(voice.strip()) is None:
+            known = ", ".join(v["name"] for v in service.list_voices()) or "none"
+            raise NotFoundError(f"voice: no saved or preset voice named {voice[:64]!r}; available: {known}")
+        fmt = "wav" if body.response_format == "pcm" else body.response_format
+        req = TTSRequest(
+            text=body.input, voice=voice, style=body.style or body.instructions or "",
+            seed=body.seed, speed=body.speed, format=fmt,
+        )  # fmt: skip
+        result, audio_bytes = await run(req)
+        _log("POST /v1/audio/speech", result, started, body.input)
+        headers = {
+            "X-Cache": result.cache,
+            "X-Cache-Key": result.key,
+            "ETag": etag_for(result.key, body.response_format),
+            "X-Sample-Rate": str(result.sample_rate),
+        }
+        if body.response_format == "pcm":
+            return Response(audio_bytes[44:], media_type="audio/pcm", headers=headers)
+        return Response(audio_bytes, media_type=MIME_TYPES[fmt], headers=headers)
+
+    return router
+
+
+_BAD_AUDIO_NAME = "audio name must be <32 hex digits>.<wav|mp3|flac|ogg>, e.g. /api/audio/<X-Cache-Key>.wav"
+
+
+def _fast_audio(service: TTSService, key: str, fmt: str) -> bytes | None:
+    """Ready-to-send bytes from memory, on the event loop (no disk, no encode)."""
+    entry = service.memory.get(key)
+    if entry is None or _expired(entry):
+        return None
+    return entry.wav if fmt == "wav" else service.transcodes.get((key, fmt))
+
+
+def _slow_audio(service: TTSService, key: str, fmt: str) -> bytes:
+    entry = service.stored_audio(key)
+    if entry is None:
+        raise NotFoundError(f"no stored audio for key {key}; synthesise it first with POST /api/tts")
+    return service.audio_bytes(entry, fmt)
+
+
+def _expired(entry: CachedAudio) -> bool:
+    expires = entry.meta.get("expires")
+    return expires is not None and expires <= time.time()
+
+
+def _log(route: str, result: SynthesisResult, started: float, text: str) -> None:
+    _LOGGER.info(
+        "%s %s key=%s %.1f ms text=%r",
+        route, result.cache, result.key, (time.perf_counter() - started) * 1e3, cut(text),
+    )  # fmt: skip
