@@ -149,8 +149,10 @@ class TTSService:
             )  # fmt: skip
 
         (entry, produced), led = self.flights.run(r.key, lead)
-        missed = produced and led
-        return self._result(r, "MISS" if missed else "HIT", entry, started, timings if missed else {})
+        if produced and led:
+            return self._result(r, "MISS", entry, started, timings)
+        # Waited for another thread's or process's synthesis of the same key.
+        return self._result(r, "HIT", entry, started, {}, "single-flight")
 
     def _result(
         self, r: Resolved, cache: str, entry: CachedAudio, started: float, timings: dict[str, float], tier: str = ""
