@@ -18,6 +18,9 @@ import os
 import struct
 import sys
 
+#: Seed of espeak-ng's random generator in every utterance.
+_RANDOM_SEED = 20240611
+
 _Callback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p)
 
 
@@ -53,6 +56,7 @@ def _serve_one(lib_path: str, data_path: bytes) -> None:
     if lib.espeak_Initialize(2, 0, data_path, 0x8000) != 22050:
         _reply(1, b"espeak-ng failed to initialise")
         return
+    _fix_random_seeds(lib)
     if request["op"] == "info":
         _reply(0, lib.espeak_Info(None) or b"unknown")
         return
@@ -78,6 +82,21 @@ def _serve_one(lib_path: str, data_path: bytes) -> None:
     _reply(0, b"".join(chunks))
 
 
+def _fix_random_seeds(lib: ctypes.CDLL) -> None:
+    """Seed espeak-ng's random generator after ``espeak_Initialize``.
+
+    Why: a fresh process alone is not enough. espeak-ng's generator (breath noise of
+    variants such as ``f2``) is seeded from the clock during initialisation, so output
+    with a breathy variant changed whenever the wall-clock second changed (measured: 12
+    identical ``en-us+f2`` requests gave two outputs, split at a second boundary; across
+    8 requests 0.4 s apart, four). ``espeak_ng_SetRandSeed`` before ``espeak_Initialize``
+    is undone by it; after it, every utterance starts from the same state (measured:
+    identical bytes over time and across processes). Seeding libc ``rand`` alone, which
+    the library also imports, changed nothing."""
+    lib.espeak_ng_SetRandSeed.argtypes = [ctypes.c_long]
+    lib.espeak_ng_SetRandSeed(_RANDOM_SEED)
+
+
 def _reply(status: int, payload: bytes) -> None:
     _write_all(1, struct.pack("<II", status, len(payload)) + payload)
 
@@ -92,7 +111,7 @@ def main() -> None:
                 _serve_one(lib_path, data_path)
             except EOFError:
                 code = 3
-            except BaseException:  # noqa: BLE001 - the child must never return into the loop
+            except BaseException:
                 code = 1
             os._exit(code)
         _, status = os.waitpid(pid, 0)

@@ -1,24 +1,22 @@
 """A small ctypes binding to libespeak-ng 1.52 as bundled by the ``espeakng-loader`` wheel.
 
 Why reload the library for every utterance: espeak-ng is not bit-reproducible across
-calls in one process, while a fresh process is. Seeding its random generator
-(``espeak_ng_SetRandSeed``) or libc's ``srand`` changes nothing, and neither does
-``espeak_Terminate`` + ``espeak_Initialize``. Comparing the library's ``.data``/``.bss``
+calls in one process, while a fresh process is (given a fixed random seed, which the
+worker sets after ``espeak_Initialize``: see ``_espeak_worker.py``). Seeding the random
+generator alone does not help, and neither does ``espeak_Terminate`` +
+``espeak_Initialize``. Comparing the library's ``.data``/``.bss``
 before and after an utterance (through its symbol table) shows why: the wave generator
 keeps static state that nothing resets -- the pitch-flutter table index ``Flutter_ix``,
 the glottal phase and pitch in ``wdata``/``phaseinc``/``cycle_samples``, the echo ring
 buffer ``echo_buf``/``echo_head``/``echo_tail`` and the amplitude smoothers. Each
 utterance therefore starts where the previous one stopped, so sample lengths and values
-drift. There is no API for any of that, so every utterance runs in a freshly loaded
-copy: ``dlclose`` (the library is not NODELETE) then ``dlopen`` re-initialises all
-static data, for well under a millisecond plus about 1 ms of ``espeak_Initialize``.
+drift. There is no API for any of that, so every utterance runs in a fresh fork of an
+idle worker process (``_espeak_worker.py``) that loads the library and speaks once:
+every utterance starts from the same memory image, for a few milliseconds of fork,
+``dlopen`` and ``espeak_Initialize``.
 
-The library file is copied once into a private temporary directory so that our handle
-is never shared with another user of ``espeakng-loader`` in the same process (a shared
-handle would not be unloaded by our ``dlclose`` and would keep the drifting state).
-
-espeak-ng keeps global state, so every call is serialised by one lock per instance; the
-private copy means two instances do not share state either.
+espeak-ng keeps global state, so every call is serialised by one lock per instance, and
+each instance has its own worker.
 """
 
 from __future__ import annotations
@@ -88,7 +86,7 @@ class EspeakSynth:
             for attempt in (1, 2):
                 proc = self._worker()
                 try:
-                    assert proc.stdin is not None and proc.stdout is not None  # noqa: S101 - set by Popen
+                    assert proc.stdin is not None and proc.stdout is not None
                     proc.stdin.write(struct.pack("<I", len(body)) + body)
                     proc.stdin.flush()
                     head = proc.stdout.read(8)

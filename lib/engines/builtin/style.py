@@ -91,7 +91,9 @@ _SYNONYMS: dict[str, str] = {
 }  # fmt: skip
 
 _FILLERS = frozenset(
-    ["a", "an", "and", "the", "with", "in", "very", "more", "much", "bit", "little", "slightly", "please", "speak", "say", "talk", "voice", "tone", "style", "manner", "way", "read", "it", "like", "sound", "but", "also", "rather", "quite", "somewhat"]
+    ["a", "an", "and", "the", "with", "in", "very", "more", "much", "bit", "little", "slightly", "please",
+     "speak", "say", "talk", "voice", "tone", "style", "manner", "way", "read", "it", "like", "sound", "but",
+     "also", "rather", "quite", "somewhat"]
 ) | frozenset(
     ["一点", "一些", "一下", "点", "些", "地", "的", "得", "和", "并且", "而且", "又", "请", "用", "说", "说话",
      "语气", "声音", "音调", "语速", "很", "非常", "特别", "有点", "稍微", "比较", "更", "再", "地说", "读"]

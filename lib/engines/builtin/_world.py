@@ -1,0 +1,96 @@
+"""Deterministic access to the WORLD vocoder (``pyworld``) for the builtin engine.
+
+Why a wrapper:
+
+- ``pyworld`` 0.3.5 imports ``pkg_resources`` and so warns (and, with setuptools >= 81,
+  fails) at import time; the import is done once here with that warning silenced, and a
+  missing or broken install becomes :class:`lib.errors.EngineUnavailableError`.
+- WORLD keeps one global random generator (``randn``) for the safeguard noise of
+  CheapTrick/D4C and the aperiodic excitation of the synthesis. Every WORLD entry point
+  reseeds it first (checked: repeated and interleaved calls on different inputs give
+  identical bytes, in one process and across processes), so results are a function of
+  the arguments alone -- as long as two threads never run WORLD at the same time. Every
+  call therefore holds :data:`_LOCK`, shared by all engine instances in the process.
+- WORLD is single-threaded C on float64; nothing here uses BLAS, so the number of
+  numpy/BLAS threads cannot change a result.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from types import ModuleType
+
+import numpy as np
+
+from lib.errors import EngineUnavailableError
+
+__all__ = ["FFT_SIZE", "SYNTH_FFT_SIZE", "envelope", "f0_track", "synthesize", "version"]
+
+_LOGGER = logging.getLogger(__name__)
+
+#: CheapTrick FFT size: long enough for a 60 Hz pitch floor at 22.05 kHz (3 periods).
+FFT_SIZE = 1024
+#: FFT size of the resynthesis. The envelope is smooth, so every second bin of the
+#: 1024-point envelope carries it; the 512-point synthesis halves WORLD's per-pulse cost.
+SYNTH_FFT_SIZE = 512
+
+_F0_FLOOR, _F0_CEIL = 60.0, 500.0
+_LOCK = threading.Lock()
+_MODULE: ModuleType | None = None
+
+
+def _pyworld() -> ModuleType:
+    global _MODULE
+    if _MODULE is None:
+        try:
+            with warnings.catch_warnings():
+                # pyworld's __init__ imports pkg_resources, which warns that it is deprecated.
+                warnings.simplefilter("ignore")
+                import pyworld
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise EngineUnavailableError(
+                "the builtin engine needs pyworld 0.3.5 (built from source; needs setuptools<81): "
+                "pip install 'setuptools<81' pyworld==0.3.5"
+            ) from exc
+        _MODULE = pyworld
+    return _MODULE
+
+
+def version() -> str:
+    """pyworld's version, for the engine's model version."""
+    return str(getattr(_pyworld(), "__version__", "unknown"))
+
+
+def _c64(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def f0_track(x: np.ndarray, rate: int, frame_period: float, speed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """F0 (Hz, 0 for unvoiced) and frame times (s) by DIO refined with StoneMask.
+
+    ``speed`` > 1 lets DIO analyse a decimated signal: cheaper, and enough for the clean
+    pulses of espeak output."""
+    pw = _pyworld()
+    x = _c64(x)
+    with _LOCK:
+        f0, times = pw.dio(x, rate, f0_floor=_F0_FLOOR, f0_ceil=_F0_CEIL, frame_period=frame_period, speed=speed)
+        f0 = pw.stonemask(x, f0, times, rate)
+    return np.asarray(f0, dtype=np.float64), np.asarray(times, dtype=np.float64)
+
+
+def envelope(x: np.ndarray, rate: int, f0: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """CheapTrick spectral envelope (power, frames x ``FFT_SIZE // 2 + 1``) at ``times``."""
+    pw = _pyworld()
+    with _LOCK:
+        sp = pw.cheaptrick(_c64(x), _c64(f0), _c64(times), rate, f0_floor=_F0_FLOOR, fft_size=FFT_SIZE)
+    return np.asarray(sp, dtype=np.float64)
+
+
+def synthesize(f0: np.ndarray, sp: np.ndarray, ap: np.ndarray, rate: int, frame_period: float) -> np.ndarray:
+    """WORLD synthesis; ``sp``/``ap`` have ``SYNTH_FFT_SIZE // 2 + 1`` bins."""
+    pw = _pyworld()
+    with _LOCK:
+        y = pw.synthesize(_c64(f0), _c64(sp), _c64(ap), rate, frame_period)
+    return np.asarray(y, dtype=np.float64)
