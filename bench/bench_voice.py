@@ -8,9 +8,11 @@ a newer setuptools, which breaks pyworld's import of pkg_resources).
 Run: ``python bench/bench_voice.py`` from the repository root. Prints medians of several
 runs. Similarity is resemblyzer's cosine between the prompt and the output embeddings,
 for the raw espeak base voice of the profile, for raw default ``cmn`` and for the
-matched output. Times are printed as wall clock and as CPU time of this process: on a
-shared machine the wall clock includes waiting for other processes, CPU time does not
-(the espeak worker's CPU is not in it, about 0.002 RTF).
+matched output (median over the texts and, for matched output, over the seeds too:
+the seed's prosody variation moves one output's similarity by about +-0.02). Times are
+printed as wall clock and as CPU time of this process: on a shared machine the wall
+clock includes waiting for other processes, CPU time does not (the espeak worker's CPU
+is not in it, about 0.002 RTF).
 """
 
 from __future__ import annotations
@@ -75,9 +77,9 @@ def main() -> None:
                 seconds = len(out) / engine.sample_rate
                 times.append((time.perf_counter() - start) / seconds)
                 cpu_times.append((time.process_time() - cpu_start) / seconds)
+                matched_sims.append(float(np.dot(ref, embed(out, engine.sample_rate))))
             rtfs.append(statistics.median(times))
             cpu_rtfs.append(statistics.median(cpu_times))
-            matched_sims.append(float(np.dot(ref, embed(out, engine.sample_rate))))
         ten = np.resize(pcm, 10 * 16_000)
         extract, extract_cpu = [], []
         for _ in range(RUNS):

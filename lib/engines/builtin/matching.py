@@ -3,14 +3,16 @@
 Method, per sentence (:func:`match_voice`):
 
 1. Analyse the espeak audio with WORLD: F0 by DIO (on a 2x decimated signal) refined by
-   StoneMask, and the CheapTrick spectral envelope, at 10 ms frames.
+   StoneMask, and the CheapTrick spectral envelope, at 5 ms frames (measured: 10 ms
+   frames smear espeak's fast transitions; male prompt similarity 0.666 at 10 ms,
+   0.692 at 5 ms, for 30 % more CPU).
 2. Map F0 in the log domain: ``st' = m_t + (st - m_s) * k``, where ``m_s`` is the
    sentence's median, ``m_t`` the prompt's (plus style and seed offsets) and ``k`` the
    ratio of the prompt's 10-90 % span to the sentence's (times the style's range factor).
 3. Warp the envelope along frequency by the profile's vocal-tract scale ``r``
    (``E'(f) = E(f / r)``, interpolated in log power), then apply the profile's
    equaliser (prompt LTAS over warped base LTAS, see :mod:`.profile`).
-4. Resynthesise with WORLD at ``10 ms x duration_factor`` per frame, which also applies
+4. Resynthesise with WORLD at ``5 ms x duration_factor`` per frame, which also applies
    the rate residual without a separate time-stretch.
 
 Aperiodicity is not analysed (D4C would be 60-70 % of the cost): espeak's output is
@@ -22,21 +24,26 @@ Why WORLD and not Praat PSOLA (the previous version, builtin-1), measured with
 ``bench/bench_voice.py`` (resemblyzer cosine to the prompt, median of 3 Mandarin
 sentences) on this 2-core machine:
 
-==================  =================  =================  ==========================
-                    Praat PSOLA        WORLD (this)       notes
-==================  =================  =================  ==========================
-female prompt       raw 0.583 -> 0.596  raw 0.583 -> 0.80+  base f2; PSOLA can only
-                                                           resample for formants
-male prompt         raw 0.655 -> 0.643  raw 0.666 -> 0.69+  base m1 for WORLD
-RTF (CPU time)      about 0.02         about 0.02         D4C skipped, 512-pt synth
-determinism         no (Praat pitch    yes                see :mod:`._world`
-                    tracker varies)
-==================  =================  =================  ==========================
+=================  ====================  =====================  =======================
+                   Praat PSOLA           WORLD (this)           notes
+=================  ====================  =====================  =======================
+female prompt      raw 0.583 -> 0.596    raw 0.584 -> 0.779     base f2 (raw cmn 0.611)
+male prompt        raw 0.655 -> 0.643    raw 0.666 -> 0.685     base m1 (raw cmn 0.655)
+RTF                about 0.02            0.024 wall, 0.020 CPU  4-5 s sentences
+10 s extraction    under 300 ms          64-77 ms               DIO+StoneMask+CheapTrick
+determinism        no (Praat's pitch     yes                    see :mod:`._world`
+                   tracker varied)
+=================  ====================  =====================  =======================
+
+(WORLD: medians over 3 sentences x 5 seeds, on the shared 2-core machine under load.
+Full WORLD analysis with D4C aperiodicity at 5 ms frames cost about 0.1 RTF in the
+previous study, 260 ms of 395 ms for a 4 s sentence, hence the fixed aperiodicity;
+two different fixed curves scored within 0.001 of each other.)
 
 The gain comes from what PSOLA cannot do: an independent spectral-envelope warp and a
-long-term spectral equaliser (on the female prompt: envelope warp alone 0.58 -> 0.72,
-plus equaliser 0.81). The bench prints the current figures; the docstring of the
-commit that changes them records them.
+long-term spectral equaliser. Prototype on the female prompt (base f2, raw 0.585,
+first bench text's own LTAS as reference): F0 mapping alone 0.579, plus envelope warp
+by 1.25 0.717, plus equaliser 0.812. ``bench/bench_voice.py`` prints current figures.
 
 Determinism: WORLD reseeds its own random generator in every call, all calls are
 serialised by one lock (:mod:`._world`), and everything else is float64 numpy without
@@ -58,7 +65,7 @@ __all__ = ["VoiceTarget", "change_duration", "match_voice", "shape_level"]
 
 _LOGGER = logging.getLogger(__name__)
 
-_FRAME_PERIOD_MS = 10.0
+_FRAME_PERIOD_MS = 5.0
 _DIO_SPEED = 2
 _MIN_RANGE_FACTOR, _MAX_RANGE_FACTOR = 0.3, 3.0
 _MIN_F0, _MAX_F0 = 50.0, 600.0
@@ -109,7 +116,7 @@ def _resynthesise(x: np.ndarray, rate: int, target: VoiceTarget | None, duration
     log_sp = np.log(np.maximum(sp[:, ::step], 1e-300))
     new_f0 = f0
     if target is not None:
-        stats = pitch_stats(f0)
+        stats = pitch_stats(f0, _FRAME_PERIOD_MS / 1000.0)
         if stats is not None:
             source_span = max(stats.range_st, 0.5)
             span = target.range_st if target.range_st is not None else source_span
