@@ -592,3 +592,50 @@ def test_same_request_gives_identical_audio_in_two_processes(engine: Any, tiny_m
         assert mine.cache == "MISS" and mine.key == child_keys[mode]
         assert np.array_equal(mine.audio.pcm, np.load(tmp_path / f"{mode}.npy")), mode
     svc.close()
+
+
+def test_repo_dir_must_be_a_checkout(tmp_path: Path) -> None:
+    from lib.engines.cosyvoice.runtime import load_runtime
+
+    with pytest.raises(EngineUnavailableError, match="not a CosyVoice checkout"):
+        load_runtime(str(tmp_path), "cpu")
+
+
+_CHECKOUT_CHILD = """
+import sys, warnings
+import numpy as np
+warnings.simplefilter("ignore")
+sys.path.insert(0, {root!r})
+from lib.config import CosyVoiceConfig
+from lib.engines.cosyvoice import CosyVoiceEngine
+engine = CosyVoiceEngine(CosyVoiceConfig(model_dir={model!r}, repo_dir={repo!r}, device="cpu",
+                                         fingerprint_file={fp!r}))
+import cosyvoice, matcha
+assert engine._rt.source == "upstream", engine._rt.source
+assert cosyvoice.__file__.startswith({repo!r}) and matcha.__file__.startswith({repo!r}), (cosyvoice, matcha)
+voice = engine.extract_voice(np.load({prompt!r}), "words")
+audio = engine.synthesise("From a checkout.", voice, style="", seed=2, speed=1.0, mode="zero_shot").audio
+np.save({out!r}, audio)
+"""
+
+
+@needs_stack
+def test_code_from_a_checkout_is_used_and_gives_the_same_audio(engine: Any, tiny_model: Path, tmp_path: Path) -> None:
+    # A checkout's layout (cosyvoice/ at the top, Matcha-TTS under third_party/), made from
+    # the installed code: proves repo_dir wins over the installed package and puts Matcha on
+    # the path. Upstream's own frontend differences are not exercised by this.
+    import cosyvoice
+    import matcha
+
+    repo = tmp_path / "CosyVoice"
+    shutil.copytree(Path(cosyvoice.__file__).parent, repo / "cosyvoice")
+    shutil.copytree(Path(matcha.__file__).parent, repo / "third_party" / "Matcha-TTS" / "matcha")
+    np.save(tmp_path / "prompt.npy", speech_like(seed=4))
+    script = _CHECKOUT_CHILD.format(root=str(ROOT), model=str(tiny_model), repo=str(repo), fp=str(tmp_path / "fp.json"),
+                                    prompt=str(tmp_path / "prompt.npy"), out=str(tmp_path / "audio.npy"))  # fmt: skip
+    child = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=240,
+                           env={**os.environ, "PYTHONWARNINGS": "ignore"})  # fmt: skip
+    assert child.returncode == 0, child.stderr[-3000:]
+    voice = engine.extract_voice(speech_like(seed=4), "words")
+    mine = engine.synthesise("From a checkout.", voice, style="", seed=2, speed=1.0, mode="zero_shot").audio
+    assert np.array_equal(mine, np.load(tmp_path / "audio.npy"))
