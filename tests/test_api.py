@@ -569,11 +569,6 @@ def test_unknown_route_and_method_are_json(client: httpx.Client) -> None:
     assert r.status_code == 405 and "error" in r.json()
 
 
-@pytest.mark.xfail(
-    reason="the builtin engine raises PraatError (EngineError, 500) on text with nothing speakable; "
-    "a client's text must give 4xx, never 500. Fix in lib/engines/builtin, then drop this mark.",
-    strict=False,
-)
 @pytest.mark.parametrize("text", [".", "-", "😀", "١٢٣"])
 def test_unspeakable_text_is_a_client_error_with_the_builtin_engine(tmp_path: Path, text: str) -> None:
     config = load_config(env={}, overrides={"cache.dir": str(tmp_path / "c"), "voices.prewarm": False})
@@ -581,6 +576,7 @@ def test_unspeakable_text_is_a_client_error_with_the_builtin_engine(tmp_path: Pa
     try:
         with LiveServer(create_app(svc)) as live, httpx.Client(base_url=live.url, timeout=60) as c:
             r = c.post("/api/tts", data={"text": text, "voice": svc.engine.presets()[0]})
-            assert r.status_code < 500 or r.status_code == 503, r.text
+            assert r.status_code == 400, r.text
+            assert "nothing the builtin engine can speak" in r.json()["error"]
     finally:
         svc.close()

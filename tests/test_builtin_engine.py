@@ -24,7 +24,7 @@ from scipy.signal import resample_poly
 from lib.config import BuiltinConfig
 from lib.engines.base import MODES, PROMPT_SAMPLE_RATE, Engine, VoiceProfile
 from lib.engines.builtin import BuiltinEngine, _world
-from lib.errors import NotFoundError, PromptAudioError
+from lib.errors import NotFoundError, PromptAudioError, ValidationError
 
 REPO = Path(__file__).resolve().parents[1]
 SENTENCE_ZH = "请到三号窗口办理业务，谢谢你的耐心配合。"
@@ -266,8 +266,15 @@ def test_speed_changes_duration(engine: BuiltinEngine) -> None:
     assert voiced_seconds(slow, rate) > voiced_seconds(normal, rate) * 2.0
 
 
-def test_punctuation_only_is_not_empty(engine: BuiltinEngine) -> None:
-    audio = engine.synthesise("。", engine.preset_voice("zh-female"), style="", seed=0, speed=1.0, mode="preset").audio
+def test_punctuation_only_is_a_clear_client_error(engine: BuiltinEngine) -> None:
+    for text in ("。", "...", "😀", "١٢٣"):
+        with pytest.raises(ValidationError, match="nothing the builtin engine can speak"):
+            engine.synthesise(text, engine.preset_voice("zh-female"), style="", seed=0, speed=1.0, mode="preset")
+
+
+def test_short_text_is_not_empty(engine: BuiltinEngine) -> None:
+    voice = engine.preset_voice("zh-female")
+    audio = engine.synthesise("好。", voice, style="", seed=0, speed=1.0, mode="preset").audio
     assert audio.size > 0 and np.all(np.isfinite(audio))
 
 

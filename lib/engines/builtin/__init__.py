@@ -33,7 +33,7 @@ from lib.config import BuiltinConfig
 from lib.engines.base import MODES, PROMPT_SAMPLE_RATE, Synthesis, VoiceProfile
 from lib.engines.builtin import _world
 from lib.engines.builtin.espeak import ESPEAK_SAMPLE_RATE, EspeakParams, EspeakSynth
-from lib.engines.builtin.lang import split_runs, split_sentences
+from lib.engines.builtin.lang import speakable, split_runs, split_sentences
 from lib.engines.builtin.matching import VoiceTarget, change_duration, match_voice, shape_level
 from lib.engines.builtin.profile import FEMALE_THRESHOLD_HZ, analyse_prompt, equaliser, formant_scale, ltas
 from lib.engines.builtin.style import StyleEffect, parse_style
@@ -165,6 +165,13 @@ class BuiltinEngine:
         sentences = split_sentences(text)
         if not sentences:
             raise ValidationError("text is empty; give some text to speak")
+        if not speakable(text):
+            # Nothing espeak can read (punctuation, emoji, other scripts): a client
+            # error, not an engine failure.
+            raise ValidationError(
+                "text: has nothing the builtin engine can speak; it reads Chinese (Mandarin, Cantonese) "
+                "and English words and digits"
+            )
         effect = parse_style(style)
         rng = np.random.default_rng(int(seed) % 2**64)
         seed_rate = float(np.clip(np.exp(rng.normal(0.0, 0.03)), 0.94, 1.06))

@@ -21,7 +21,7 @@ import logging
 import re
 import unicodedata
 
-__all__ = ["LANGUAGES", "split_runs", "split_sentences"]
+__all__ = ["LANGUAGES", "speakable", "split_runs", "split_sentences"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -42,6 +42,12 @@ def _script(ch: str) -> str | None:
     if ch.isalpha() and unicodedata.name(ch, "").startswith("LATIN"):
         return "latin"
     return None
+
+
+def speakable(text: str) -> bool:
+    """Whether ``text`` has anything espeak can read here: a Latin or Han letter, or
+    an ASCII digit. Punctuation, emoji and other scripts alone are not speech."""
+    return any(ch.isalnum() and (ch.isascii() or _script(ch) is not None) for ch in text)
 
 
 def _han_language(text: str, forced: str) -> str:
