@@ -281,7 +281,7 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
                         elem_id="prompt-audio",
                     )  # fmt: skip
                     voice = gr.Dropdown(
-                        voice_names(), value=None, label="Preset or saved voice 音色", allow_custom_value=False
+                        voice_names(), value=None, label="Preset or saved voice 音色", allow_custom_value=True
                     )
                     prompt_text = gr.Textbox(label="Prompt transcript 参考音频文本 (zero-shot)", lines=1)
                     text = gr.Textbox(label="Text to speak 合成文本", lines=3, elem_id="tts-text")
@@ -314,7 +314,7 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
                 save = gr.Button("Save current prompt 保存音色", variant="primary", scale=1)
             voice_table = gr.Dataframe(voices_table, label="Voices 音色列表", interactive=False)
             with gr.Row():
-                voice_pick = gr.Dropdown(voice_names(), value=None, label="Voice 音色")
+                voice_pick = gr.Dropdown(voice_names(), value=None, label="Voice 音色", allow_custom_value=True)
                 play = gr.Button("Play 试听")
                 delete = gr.Button("Delete 删除", variant="stop")
             voice_audio = gr.Audio(type="filepath", label="Sample 试听", interactive=False)
@@ -380,6 +380,7 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
             preload_result = gr.Markdown(elem_id="preload-result")
             start.click(run_preload, inputs=[upload, force], outputs=preload_result, api_name="preload")
         demo.load(refresh_cache, outputs=outputs, api_visibility="private")
+        demo.load(lambda: _voice_updates()[:2], outputs=[voice, voice_pick], api_visibility="private")
     return demo
 
 

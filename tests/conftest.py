@@ -1,0 +1,54 @@
+"""Shared fixtures: where the real prompt recordings are, a free loopback port, and a
+threaded uvicorn runner for the real app."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def testdata_dir() -> Path:
+    """``../shared/testdata/voices`` (or ``$TTS_TESTDATA_DIR``): real prompt recordings."""
+    path = Path(os.environ.get("TTS_TESTDATA_DIR") or REPO.parent / "shared" / "testdata" / "voices")
+    if not (path / "zh_female_prompt.wav").is_file():
+        pytest.skip(f"prompt recordings not found in {path}; set TTS_TESTDATA_DIR")
+    return path
+
+
+@pytest.fixture
+def free_port() -> int:
+    """A TCP port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def serving(app: Any, port: int) -> Iterator[str]:
+    """Run an ASGI ``app`` with uvicorn on ``127.0.0.1:port`` in a thread; yield its URL."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"the server on port {port} did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

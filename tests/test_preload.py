@@ -1,0 +1,179 @@
+"""``preload_cache.py`` and the hot-phrase schema (``lib.phrases``): the real script in
+a subprocess on a cache under ``tmp_path``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO
+
+from lib.config import load_config
+from lib.phrases import PhraseFileError, load_phrases, parse_phrases
+from lib.service import TTSService
+
+SUMMARY = re.compile(r"^preload: (\d+) phrases, (\d+) generated, (\d+) already cached, (\d+) failed in [0-9.]+ s$")
+A = {"a": "tone-low"}
+BUILTIN_PRESETS = {"zh-female", "zh-male", "en-female", "en-male"}
+
+
+def run_preload(*args: str, cache: Path, engine: str = "tone", timeout: float = 240) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_")}
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "preload_cache.py"), "--cache-dir", str(cache), "--engine", engine, *args],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def summary(stdout: str) -> tuple[int, int, int, int]:
+    lines = [line for line in stdout.splitlines() if line.startswith("preload:")]
+    assert len(lines) == 1, stdout
+    match = SUMMARY.match(lines[0])
+    assert match, lines[0]
+    n, g, c, f = (int(x) for x in match.groups())
+    assert n == g + c + f
+    return n, g, c, f
+
+
+def write(path: Path, document: Any) -> Path:
+    path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def tone_list(tmp_path: Path, count: int = 4) -> Path:
+    phrases = [{"text": f"请A{i:03d}号顾客到3号窗口办理业务", "voice": "low"} for i in range(count)]
+    phrases.append({"text": "Mind the gap", "voice": "high", "seeds": [1, 2], "styles": ["", "slow"]})
+    voices = {"low": {"preset": "tone-low"}, "high": "tone-high"}
+    return write(tmp_path / "hot.json", {"version": 1, "voices": voices, "phrases": phrases})
+
+
+def test_second_run_reports_everything_cached(tmp_path: Path) -> None:
+    phrases = tone_list(tmp_path)
+    code, out, _ = run_preload("--phrases", str(phrases), cache=tmp_path / "c")
+    assert code == 0 and summary(out) == (8, 8, 0, 0)
+    code, out, _ = run_preload("--phrases", str(phrases), "--workers", "3", cache=tmp_path / "c")
+    assert code == 0 and summary(out) == (8, 0, 8, 0)
+
+
+def test_dry_run_and_force(tmp_path: Path) -> None:
+    phrases = tone_list(tmp_path, count=2)
+    code, out, _ = run_preload("--phrases", str(phrases), "--dry-run", cache=tmp_path / "c")
+    assert code == 0 and summary(out) == (6, 6, 0, 0)
+    code, out, _ = run_preload("--phrases", str(phrases), cache=tmp_path / "c")
+    assert summary(out) == (6, 6, 0, 0)  # the dry run generated nothing
+    code, out, _ = run_preload("--phrases", str(phrases), "--force", cache=tmp_path / "c")
+    assert code == 0 and summary(out) == (6, 6, 0, 0)
+
+
+def test_failed_phrases_exit_1_and_are_counted(tmp_path: Path) -> None:
+    phrases = write(
+        tmp_path / "hot.json",
+        {"voices": {"ok": "tone-low", "gone": "no-such-voice"},
+         "phrases": [{"text": "hello", "voice": "ok"}, {"text": "lost", "voice": "gone", "seeds": [1, 2]}]},
+    )  # fmt: skip
+    code, out, err = run_preload("--phrases", str(phrases), cache=tmp_path / "c")
+    assert code == 1 and summary(out) == (3, 1, 0, 2)
+    assert "phrases[1] failed" in err and "no-such-voice" in err
+
+
+@pytest.mark.parametrize(
+    ("document", "fragments"),
+    [
+        ({"voices": A, "phrases": [{"text": "hi", "voice": "a", "seed": -1}]}, ["phrases[0]", "'seed'"]),
+        ({"voices": A, "phrases": [{"text": "hi", "voice": "b"}]}, ["phrases[0]", '"voice"', "'b'"]),
+        ({"voices": A, "phrases": [{"text": "", "voice": "a"}]}, ["phrases[0]", '"text"']),
+        ({"voices": A, "phrases": [{"text": "x", "voice": "a", "speed": 3}]}, ["phrases[0]", "speed"]),
+        ({"voices": A, "phrases": [{"text": "x", "voice": "a"}, {"text": "y", "voice": "a", "seeds": []}]},
+         ["phrases[1]", "'seeds'"]),
+        ({"voices": A, "phrases": [{"text": "x", "voice": "a", "colour": "red"}]}, ["phrases[0]", "colour"]),
+        ({"voices": {"a": {"prompt_audio": "missing.wav"}}, "phrases": [{"text": "x", "voice": "a"}]},
+         ["voices['a']", "prompt_audio", "does not exist"]),
+        ({"voices": {"a": {"preset": "x", "prompt_audio": "y"}}, "phrases": []}, ["voices['a']", "exactly one"]),
+        ({"phrases": [{"text": "x", "voice": "a"}]}, ['"voices"']),
+    ],
+)  # fmt: skip
+def test_invalid_file_names_entry_and_field(tmp_path: Path, document: Any, fragments: list[str]) -> None:
+    with pytest.raises(PhraseFileError) as caught:
+        parse_phrases(document, base_dir=tmp_path)
+    for fragment in fragments:
+        assert fragment in str(caught.value)
+
+
+def test_invalid_file_exits_2_with_message(tmp_path: Path) -> None:
+    bad = write(
+        tmp_path / "bad.json",
+        {"voices": {"a": "tone-low"}, "phrases": [{"text": "x", "voice": "a", "seeds": [1, "two"]}]},
+    )
+    code, out, err = run_preload("--phrases", str(bad), cache=tmp_path / "c")
+    assert code == 2 and out == ""
+    assert "phrases[0]" in err and "'seeds'" in err and "'two'" in err
+    (tmp_path / "broken.json").write_text("{not json", encoding="utf-8")
+    code, _, err = run_preload("--phrases", str(tmp_path / "broken.json"), cache=tmp_path / "c")
+    assert code == 2 and "not valid JSON at line 1" in err
+
+
+def test_prompt_audio_voices_are_relative_to_the_file(tmp_path: Path, testdata_dir: Path) -> None:
+    (tmp_path / "voices").mkdir()
+    (tmp_path / "voices" / "desk.wav").write_bytes((testdata_dir / "zh_female_prompt.wav").read_bytes())
+    document = {
+        "voices": {"desk": {"prompt_audio": "voices/desk.wav", "prompt_text": "希望你以后能够做的比我还好呦。"}},
+        "phrases": [{"text": "欢迎光临", "voice": "desk", "styles": ["", "开心"]}],
+    }
+    requests = load_phrases(write(tmp_path / "hot.json", document))
+    desk = str(tmp_path / "voices" / "desk.wav")
+    assert [(r.prompt_audio, r.style) for r in requests] == [(desk, ""), (desk, "开心")]
+    code, out, _ = run_preload("--phrases", str(tmp_path / "hot.json"), cache=tmp_path / "c")
+    assert code == 0 and summary(out) == (2, 2, 0, 0)
+
+
+def test_shipped_list_is_valid_and_uses_builtin_presets() -> None:
+    requests = load_phrases(REPO / "hot_phrases.json")
+    assert len(requests) >= 20
+    assert {r.voice for r in requests} <= BUILTIN_PRESETS and {r.voice for r in requests} == BUILTIN_PRESETS
+    texts = " ".join(r.text for r in requests)
+    assert "请A023号顾客到3号窗口办理业务" in texts and "train" in texts
+
+
+def test_killed_midway_then_rerun_leaves_a_consistent_cache(tmp_path: Path) -> None:
+    cache = tmp_path / "c"
+    phrases = write(
+        tmp_path / "hot.json",
+        {"voices": {"zh": "zh-female", "en": "en-male"},
+         "phrases": [{"text": f"请A{i:03d}号顾客到{i % 9 + 1}号窗口办理业务", "voice": "zh"} for i in range(60)]
+         + [{"text": f"Customer B{i:03d}, please go to counter {i % 9 + 1}.", "voice": "en"} for i in range(60)]},
+    )  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_")}
+    env["TTS_CACHE_LOCK_LEASE"] = "2"  # a killed holder blocks its key at most 2 s
+    command = [sys.executable, str(REPO / "preload_cache.py"), "--phrases", str(phrases), "--cache-dir", str(cache)]
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    watcher = TTSService(load_config(env={}, overrides={"cache.dir": str(cache), "engine": "tone"}))
+    try:
+        while watcher.snapshot()["entries"] < 5:  # kill it once it is well under way
+            assert proc.poll() is None, "the preload finished before it could be killed; give it more phrases"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+        stored = watcher.snapshot()["entries"]
+        assert 5 <= stored < 120
+        done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stderr
+        n, generated, cached, failed = summary(done.stdout)
+        assert (n, failed) == (120, 0) and cached == stored and generated == 120 - stored
+        report = watcher.verify()
+        assert report["corrupt_removed"] == 0 and report["checked"] == 120
+        again = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+        assert summary(again.stdout) == (120, 0, 120, 0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        watcher.close()
