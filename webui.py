@@ -283,12 +283,14 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
                     voice = gr.Dropdown(
                         voice_names(), value=None, label="Preset or saved voice 音色", allow_custom_value=True
                     )
-                    prompt_text = gr.Textbox(label="Prompt transcript 参考音频文本 (zero-shot)", lines=1)
+                    prompt_text = gr.Textbox(
+                        label="Prompt transcript 参考音频文本 (zero-shot)", lines=1, elem_id="prompt-text"
+                    )
                     text = gr.Textbox(label="Text to speak 合成文本", lines=3, elem_id="tts-text")
                     style = gr.Textbox(label="Style instruction 风格指令 (e.g. 'slow, calm' / '开心')", lines=1)
                     with gr.Row():
                         seed = gr.Number(value=0, precision=0, minimum=0, maximum=MAX_SEED, label="Seed 随机种子")
-                        dice = gr.Button("🎲", scale=0, min_width=60)
+                        dice = gr.Button("🎲 Random 随机", scale=0, min_width=120)
                     speed = gr.Slider(MIN_SPEED, MAX_SPEED, value=1.0, step=0.05, label="Speed 语速")
                     with gr.Row():
                         fmt = gr.Dropdown(list(FORMATS), value="wav", label="Format 格式")
