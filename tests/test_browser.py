@@ -73,5 +73,10 @@ def test_upload_generate_miss_then_hit_and_screenshot(chromium: Path, app_url: s
             shot.parent.mkdir(exist_ok=True)
             page.screenshot(path=str(shot), full_page=True)
             assert shot.stat().st_size > 10_000
+
+            page.get_by_role("tab", name="缓存 Cache").click()
+            stats = page.locator("#cache-stats")
+            expect(stats).to_contain_text("Entries 条目: 1", timeout=20_000)
+            expect(stats).to_contain_text("1 hits, 1 misses")
         finally:
             browser.close()

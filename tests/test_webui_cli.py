@@ -1,0 +1,91 @@
+"""``webui.py``'s command line and ``config.yaml``: real subprocesses, caches under ``tmp_path``."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from conftest import REPO
+
+from lib.config import AppConfig, load_config
+from lib.request import TTSRequest
+from lib.service import TTSService
+
+
+def run_webui(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_")}
+    env.update(env_extra or {})
+    return subprocess.run(
+        [sys.executable, str(REPO / "webui.py"), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_clear_cache_clears_reports_and_exits(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    svc = TTSService(load_config(env={}, overrides={"cache.dir": str(cache), "engine": "tone"}))
+    for seed in range(3):
+        svc.synthesise(TTSRequest(text="欢迎光临", voice="tone-low", seed=seed))
+    svc.close()
+    done = run_webui("--clear-cache", "--engine", "tone", "--cache-dir", str(cache))
+    assert done.returncode == 0, done.stderr
+    assert f"cleared 3 entries from {cache}" in done.stdout
+    svc = TTSService(load_config(env={}, overrides={"cache.dir": str(cache), "engine": "tone"}))
+    try:
+        assert svc.snapshot()["entries"] == 0
+    finally:
+        svc.close()
+
+
+def test_bad_configuration_fails_at_start_naming_the_key(tmp_path: Path) -> None:
+    bad = tmp_path / "config.yaml"
+    bad.write_text("cache:\n  size_limt: 1GiB\n", encoding="utf-8")
+    done = run_webui("--config", str(bad), "--clear-cache")
+    assert done.returncode == 2 and "cache.size_limt: unknown key" in done.stderr
+    done = run_webui("--clear-cache", "--cache-dir", str(tmp_path / "c"), env_extra={"TTS_ENGINE": "nope"})
+    assert done.returncode == 2 and "engine: must be one of" in done.stderr
+
+
+def test_flags_override_environment_which_overrides_the_file(tmp_path: Path) -> None:
+    file = tmp_path / "config.yaml"
+    file.write_text("engine: tone\ncache:\n  dir: from-file\nserver:\n  port: 7000\n", encoding="utf-8")
+    env = {"TTS_CACHE_DIR": "from-env", "TTS_SERVER_PORT": "7100"}
+    config = load_config(file, env=env, overrides={"server.port": 7200, "cache.dir": None})
+    assert (config.engine, config.cache.dir, config.server.port) == ("tone", "from-env", 7200)
+
+
+def test_config_yaml_documents_every_key_with_its_default() -> None:
+    text = (REPO / "config.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    assert load_config(REPO / "config.yaml", env={}) == AppConfig()
+    lines = text.splitlines()
+    for f in dataclasses.fields(AppConfig):
+        value = getattr(AppConfig(), f.name)
+        keys = [f.name] if not dataclasses.is_dataclass(value) else [s.name for s in dataclasses.fields(value)]
+        section = data if not dataclasses.is_dataclass(value) else data[f.name]
+        for key in keys:
+            assert key in section, f"config.yaml lacks {f.name}.{key}"
+            at = next(i for i, line in enumerate(lines) if line.strip().startswith(f"{key}:"))
+            assert lines[at - 1].strip().startswith("#"), f"{key} in config.yaml has no comment above it"
+
+
+def test_webui_and_preload_share_the_documented_flags() -> None:
+    tree = ast.parse((REPO / "webui.py").read_text(encoding="utf-8"))
+    flags = {
+        node.args[0].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument"
+        and isinstance(node.args[0], ast.Constant)
+    }  # fmt: skip
+    assert flags == {"--config", "--host", "--port", "--cache-dir", "--engine", "--model-dir", "--shared-url",
+                     "--clear-cache"}  # fmt: skip
+    helptext = run_webui("--help").stdout
+    assert "Precedence" in helptext and "--shared-url" in helptext
+    preload = subprocess.run([sys.executable, str(REPO / "preload_cache.py"), "--help"], capture_output=True,
+                             text=True, timeout=60, cwd=REPO)  # fmt: skip
+    for flag in ("--phrases", "--config", "--cache-dir", "--workers", "--dry-run", "--force", "--shared-url"):
+        assert flag in preload.stdout
