@@ -29,6 +29,7 @@ import gradio as gr
 import pandas as pd
 from fastapi import FastAPI
 
+from lib.api import create_app as create_api
 from lib.audio import FORMATS
 from lib.errors import TTSError, ValidationError
 from lib.phrases import PreloadReport, expand, export_phrases, load_phrases, preload
@@ -388,20 +389,10 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
 
 def create_app(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> FastAPI:
     """The HTTP API with the UI mounted at ``/``: both on one port."""
-    app = _api_app(service)
+    app = create_api(service)
     demo = build_demo(service, phrases_path=phrases_path)
     mounted: FastAPI = gr.mount_gradio_app(app, demo, path="/", css=_CSS, footer_links=["api"])
     return mounted
-
-
-def _api_app(service: TTSService) -> FastAPI:
-    try:
-        import lib.api as api
-    except ImportError:  # the HTTP API (issue 5) is not in this tree yet
-        return FastAPI(title="Voice cloning TTS")
-    factory = getattr(api, "create_api", None) or api.create_app
-    app: FastAPI = factory(service)
-    return app
 
 
 # --- command line -----------------------------------------------------------------------
