@@ -381,6 +381,38 @@ def test_stream_joins_to_the_synthesised_audio(engine: Any, voice: VoiceProfile)
 
 
 @needs_stack
+def test_stream_can_be_resumed_from_other_threads(engine: Any, voice: VoiceProfile) -> None:
+    # Web servers iterate sync generators in a thread pool: each chunk may be pulled by a
+    # different thread, and the engine's lock must still be released at the end.
+    import threading
+
+    stream = engine.stream("Pulled from many threads. Really!", voice, style="", seed=4, speed=1.0, mode="zero_shot")
+    chunks: list[np.ndarray] = []
+    errors: list[BaseException] = []
+
+    def pull(box: list[Any]) -> None:
+        try:
+            box.append(next(stream, None))
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+            box.append(None)
+
+    while True:  # a new thread for every chunk, as a thread pool may do
+        box: list[Any] = []
+        worker = threading.Thread(target=pull, args=(box,))
+        worker.start()
+        worker.join(timeout=120)
+        assert not worker.is_alive(), "the stream hung (its lock is owned by another thread)"
+        if box[0] is None:
+            break
+        chunks.append(box[0])
+    assert errors == []
+    assert chunks
+    assert np.array_equal(np.concatenate(chunks), say(engine, voice, "zero_shot", "Pulled from many threads. Really!",
+                                                      seed=4))  # fmt: skip
+
+
+@needs_stack
 def test_speed_is_passed_through(engine: Any) -> None:
     preset = engine.preset_voice("preset-a")
     normal = say(engine, preset, "preset", speed=1.0)

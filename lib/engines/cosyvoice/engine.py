@@ -65,7 +65,10 @@ class CosyVoiceEngine:
         self.model: ModelDir = inspect_model_dir(config.model_dir)
         self._rt: Runtime = load_runtime(config.repo_dir, config.device)
         self.cosyvoice: Any = self._rt.load(self.model, fp16=config.fp16)
-        self._lock = threading.RLock()
+        # A plain Lock, not an RLock: a streaming caller (e.g. a web server iterating a sync
+        # generator in a thread pool) may resume the generator, and so release it, from
+        # another thread than the one that acquired it.
+        self._lock = threading.Lock()
         frontend = self.cosyvoice.frontend
         self.sample_rate = int(self.cosyvoice.sample_rate)
         # Upstream frontends carry a text normaliser (ttsfrd/wetext, or at least sentence
