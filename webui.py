@@ -35,6 +35,7 @@ from lib.errors import TTSError, ValidationError
 from lib.phrases import PreloadReport, expand, export_phrases, load_phrases, preload
 from lib.request import MAX_SEED, MAX_SPEED, MIN_SPEED, TTSRequest
 from lib.service import TTSService
+from lib.shared.report import status_markdown
 
 __all__ = ["build_demo", "build_request", "create_app", "main"]
 
@@ -114,6 +115,9 @@ def stats_markdown(snap: dict[str, Any]) -> str:
     ]
     if not snap.get("cache_available", True):
         lines.append(f"\n**Cache unavailable** (serving without it): {snap.get('cache_error')}")
+    shared = status_markdown(snap.get("shared"))
+    if shared:
+        lines.append("\n" + shared)
     return "\n".join(lines)
 
 
