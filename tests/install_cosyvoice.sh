@@ -10,7 +10,7 @@
 # (plain `pip install torch` pulls several GB of CUDA wheels), and three packages must be
 # installed without their declared dependencies (see requirements-cosyvoice.txt).
 # Measured on a 2-core machine, warm pip cache, fresh venv holding requirements.txt:
-# 65-190 s (depending on load), +1.7 GB (venv 0.6 GB -> 2.2 GB). See docs/cosyvoice.md.
+# 65-190 s (depending on load), +1.7 GB (venv 0.6 GB -> 2.2 GB). See the CosyVoice section of README.md.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -112,7 +112,7 @@ def test_missing_model_dir_names_directory_files_and_remedy(tmp_path: Path) -> N
     message = str(caught.value)
     assert str(missing) in message
     for expected in ("cosyvoice.yaml", "cosyvoice2.yaml", "llm.pt", "flow.pt", "hift.pt", "campplus.onnx",
-                     "speech_tokenizer_v1.onnx", "modelscope download", "docs/cosyvoice.md"):  # fmt: skip
+                     "speech_tokenizer_v1.onnx", "modelscope download", "README.md"):  # fmt: skip
         assert expected in message
     assert attempts == []
     assert caught.value.http_status == 503

@@ -1,7 +1,7 @@
 """The CosyVoice engine (CosyVoice-300M, CosyVoice2, CosyVoice3) from local weights.
 
 Importing this package costs nothing: torch and the CosyVoice code are imported when
-:class:`CosyVoiceEngine` is constructed. See ``docs/cosyvoice.md`` for installation.
+:class:`CosyVoiceEngine` is constructed. See the CosyVoice section of ``README.md`` for installation.
 """
 
 from __future__ import annotations

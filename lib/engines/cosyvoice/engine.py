@@ -54,7 +54,7 @@ class _Plan:
 
 
 class CosyVoiceEngine:
-    """CosyVoice behind :class:`lib.engines.base.Engine`; see ``docs/cosyvoice.md``."""
+    """CosyVoice behind :class:`lib.engines.base.Engine`; see the CosyVoice section of ``README.md``."""
 
     name = "cosyvoice"
     style_modes = frozenset({"instruct"})

@@ -67,7 +67,7 @@ def obtain_hint() -> str:
         "Nothing is downloaded at run time: on a machine with internet, fetch a model, e.g. "
         "`modelscope download --model iic/CosyVoice-300M --local_dir CosyVoice-300M` or "
         "`huggingface-cli download FunAudioLLM/CosyVoice2-0.5B --local-dir CosyVoice2-0.5B`, copy the "
-        "directory here and point cosyvoice.model_dir (or --model-dir) at it; see docs/cosyvoice.md."
+        "directory here and point cosyvoice.model_dir (or --model-dir) at it; see the CosyVoice section of README.md."
     )
 
 

@@ -41,8 +41,8 @@ _LOGGER = logging.getLogger(__name__)
 INSTALL_HINT = (
     "install the CosyVoice stack into the app's virtual environment with `bash tests/install_cosyvoice.sh` "
     "(CPU torch==2.13.0, cosyvoice-minicpmo and the pinned packages of requirements-cosyvoice.txt), or set "
-    "cosyvoice.repo_dir to an upstream CosyVoice checkout; see docs/cosyvoice.md. To run without it, start with "
-    "--engine builtin"
+    "cosyvoice.repo_dir to an upstream CosyVoice checkout; see the CosyVoice section of README.md. "
+    "To run without it, start with --engine builtin"
 )
 
 
