@@ -66,11 +66,23 @@ pick_shared_flags() {
     done
 }
 
+# The CosyVoice stack (torch CPU + CosyVoice code) for its integration tests, installed
+# into .venv, again only when its requirements or install script change.
+install_cosyvoice() {
+    local stamp="$VENV/.stamp-cosyvoice" digest
+    digest=$(cat requirements-cosyvoice.txt tests/install_cosyvoice.sh | sha256sum | cut -d' ' -f1)
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; then
+        return 0
+    fi
+    log "installing the CosyVoice stack (tests/install_cosyvoice.sh)"
+    PYTHON="$PWD/$VPY" VIRTUAL_ENV="$PWD/$VENV" bash tests/install_cosyvoice.sh
+    echo "$digest" >"$stamp"
+}
+
 run_tests() {
     install_requirements requirements-dev.txt requirements.txt
     if [ -f tests/install_cosyvoice.sh ] && { [ -n "${CI:-}" ] || [ "${TTS_TEST_COSYVOICE:-}" = 1 ]; }; then
-        log "installing the CosyVoice stack (tests/install_cosyvoice.sh)"
-        bash tests/install_cosyvoice.sh
+        install_cosyvoice
     fi
     log "ruff"
     "$VENV/bin/ruff" check lib webui.py preload_cache.py
