@@ -16,9 +16,11 @@ import struct
 import threading
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import soundfile as sf
+from numpy.typing import NDArray
 from scipy.signal import resample_poly
 
 from lib.engines.base import PROMPT_SAMPLE_RATE
@@ -59,7 +61,7 @@ class PromptAudio:
 
     __slots__ = ("fingerprint", "pcm")
 
-    def __init__(self, pcm: np.ndarray) -> None:
+    def __init__(self, pcm: NDArray[Any]) -> None:
         self.pcm = pcm
         """Mono int16 at 16 kHz; read-only."""
         self.fingerprint = hashlib.md5(pcm.astype("<i2", copy=False).tobytes()).hexdigest()
@@ -79,7 +81,7 @@ class PromptDecoder:
         self._memo: OrderedDict[object, PromptAudio] = OrderedDict()
         self._lock = threading.Lock()
 
-    def decode(self, source: str | os.PathLike[str] | bytes | tuple[int, np.ndarray]) -> PromptAudio:
+    def decode(self, source: str | os.PathLike[str] | bytes | tuple[int, NDArray[Any]]) -> PromptAudio:
         """Decode a path, raw file bytes, or ``(sample_rate, samples)``."""
         memo_key: object
         if isinstance(source, (bytes, bytearray, memoryview)):
@@ -114,7 +116,7 @@ class PromptDecoder:
         return prompt
 
 
-def _read(source: str | os.PathLike[str] | bytes) -> tuple[np.ndarray, int]:
+def _read(source: str | os.PathLike[str] | bytes) -> tuple[NDArray[Any], int]:
     try:
         fh: io.BytesIO | str = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else os.fspath(source)
         data, rate = sf.read(fh, dtype="float64", always_2d=True)
@@ -125,7 +127,7 @@ def _read(source: str | os.PathLike[str] | bytes) -> tuple[np.ndarray, int]:
     return data, int(rate)
 
 
-def _as_float(samples: np.ndarray) -> np.ndarray:
+def _as_float(samples: NDArray[Any]) -> NDArray[Any]:
     arr = np.asarray(samples)
     if arr.size == 0:
         raise NotAudioError("prompt audio is empty; record or upload a few seconds of speech")
@@ -141,7 +143,7 @@ def _as_float(samples: np.ndarray) -> np.ndarray:
     return arr.astype(np.float64)
 
 
-def _canonical(data: np.ndarray, rate: int) -> np.ndarray:
+def _canonical(data: NDArray[Any], rate: int) -> NDArray[Any]:
     if data.size == 0 or rate <= 0:
         raise NotAudioError("prompt audio is empty; record or upload a few seconds of speech")
     mono = data.astype(np.float64).mean(axis=1)
@@ -151,11 +153,11 @@ def _canonical(data: np.ndarray, rate: int) -> np.ndarray:
         g = math.gcd(rate, PROMPT_SAMPLE_RATE)
         mono = resample_poly(mono, PROMPT_SAMPLE_RATE // g, rate // g)
     # Scale by 32768 (not 32767) so 16 kHz 16-bit input passes through bit-exact.
-    pcm: np.ndarray = np.clip(np.rint(mono * 32768.0), -32768, 32767).astype(np.int16)
+    pcm: NDArray[Any] = np.clip(np.rint(mono * 32768.0), -32768, 32767).astype(np.int16)
     return pcm
 
 
-def float_to_int16(audio: np.ndarray) -> np.ndarray:
+def float_to_int16(audio: NDArray[Any]) -> NDArray[Any]:
     """Clip to [-1, 1] and scale to int16 (round half to even, deterministic). In
     float32: exact enough for 16 bits, and half the memory traffic of float64."""
     scaled = np.asarray(audio, dtype=np.float32) * np.float32(32767.0)
@@ -164,7 +166,7 @@ def float_to_int16(audio: np.ndarray) -> np.ndarray:
     return scaled.astype(np.int16)
 
 
-def check_engine_audio(audio: np.ndarray) -> np.ndarray:
+def check_engine_audio(audio: NDArray[Any]) -> NDArray[Any]:
     """Reject engine output that must never be cached: empty, NaN/inf, all silent."""
     arr = np.asarray(audio)
     if arr.ndim != 1:
@@ -179,7 +181,7 @@ def check_engine_audio(audio: np.ndarray) -> np.ndarray:
     return pcm
 
 
-def wav_bytes(pcm: np.ndarray, sample_rate: int) -> bytes:
+def wav_bytes(pcm: NDArray[Any], sample_rate: int) -> bytes:
     """A 16-bit mono WAV file. Built by hand: it is one header and a memory copy,
     about 20x cheaper than a general encoder on the hit path."""
     payload = pcm.astype("<i2", copy=False).tobytes()
@@ -191,7 +193,7 @@ def wav_bytes(pcm: np.ndarray, sample_rate: int) -> bytes:
     return header + payload
 
 
-def encode(pcm: np.ndarray, sample_rate: int, fmt: str) -> bytes:
+def encode(pcm: NDArray[Any], sample_rate: int, fmt: str) -> bytes:
     """Encode int16 mono PCM to ``fmt`` (one of :data:`FORMATS`)."""
     if fmt == "wav":
         return wav_bytes(pcm, sample_rate)
@@ -201,7 +203,7 @@ def encode(pcm: np.ndarray, sample_rate: int, fmt: str) -> bytes:
     return buf.getvalue()
 
 
-def decode_flac(data: bytes) -> tuple[np.ndarray, int]:
+def decode_flac(data: bytes) -> tuple[NDArray[Any], int]:
     """FLAC bytes -> (int16 PCM, sample rate)."""
     pcm, rate = sf.read(io.BytesIO(data), dtype="int16")
     return pcm, int(rate)

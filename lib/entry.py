@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from lib.audio import decode_flac, encode, wav_bytes
 
@@ -51,12 +52,12 @@ class CachedAudio:
         return len(self.wav) + 512
 
     @property
-    def pcm(self) -> np.ndarray:
+    def pcm(self) -> NDArray[Any]:
         """The int16 samples (a view of ``wav``, no copy)."""
         return np.frombuffer(self.wav, dtype="<i2", offset=44)
 
     @classmethod
-    def from_pcm(cls, key: str, pcm: np.ndarray, sample_rate: int, meta: Mapping[str, Any]) -> CachedAudio:
+    def from_pcm(cls, key: str, pcm: NDArray[Any], sample_rate: int, meta: Mapping[str, Any]) -> CachedAudio:
         full = dict(meta)
         full.setdefault("created", time.time())
         full["duration"] = round(pcm.size / sample_rate, 4)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Union
 
 import numpy as np
+from numpy.typing import NDArray
 
 from lib.audio import FORMATS, PromptAudio
 from lib.config import AppConfig
@@ -24,7 +25,7 @@ MIN_SPEED, MAX_SPEED = 0.5, 2.0
 _END_OF_PROMPT = "<|endofprompt|>"
 
 #: Prompt audio: a file path, the raw bytes of an audio file, or (sample_rate, samples).
-PromptSource = Union[str, "os.PathLike[str]", bytes, tuple[int, np.ndarray]]
+PromptSource = Union[str, "os.PathLike[str]", bytes, tuple[int, NDArray[Any]]]
 
 
 @dataclass(frozen=True)

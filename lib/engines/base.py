@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
+from numpy.typing import NDArray
 
 __all__ = [
     "MODES",
@@ -103,7 +103,7 @@ class VoiceProfile:
 class Synthesis:
     """Output of one engine call."""
 
-    audio: np.ndarray
+    audio: NDArray[Any]
     """Mono float32 samples in [-1, 1] at ``Engine.sample_rate``."""
     info: Mapping[str, Any] = field(default_factory=dict)
     """Notes for the caller, e.g. ``{"ignored_style_words": ["foo"]}``."""
@@ -136,7 +136,7 @@ class Engine(Protocol):
         """Profile of a preset voice; raises ``lib.errors.NotFoundError`` if unknown."""
         ...
 
-    def extract_voice(self, prompt_pcm: np.ndarray, prompt_text: str) -> VoiceProfile:
+    def extract_voice(self, prompt_pcm: NDArray[Any], prompt_text: str) -> VoiceProfile:
         """Analyse prompt audio (mono int16 at :data:`PROMPT_SAMPLE_RATE`) and its
         transcript ("" when unknown). Raises ``lib.errors.PromptAudioError`` when the
         audio cannot be used as a voice (e.g. a pure tone)."""
@@ -164,7 +164,7 @@ class Engine(Protocol):
         seed: int,
         speed: float,
         mode: str,
-    ) -> Iterator[np.ndarray]:
+    ) -> Iterator[NDArray[Any]]:
         """The same audio as :meth:`synthesise`, as float32 chunks for callers that
         stream. Engines that cannot stream yield one chunk."""
         ...

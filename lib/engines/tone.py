@@ -11,8 +11,10 @@ import hashlib
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from lib.engines.base import MODES, Synthesis, VoiceProfile
 from lib.errors import EngineError, NotFoundError
@@ -36,7 +38,7 @@ class ToneEngine:
         self.seconds_per_char = seconds_per_char
         self.fail: Exception | None = None
         """When set, every synthesis raises it (tests of "failures are not cached")."""
-        self.output_override: np.ndarray | None = None
+        self.output_override: NDArray[Any] | None = None
         """When set, returned instead of the tone (tests of bad engine output)."""
         self.calls = 0
         self.extract_calls = 0
@@ -50,7 +52,7 @@ class ToneEngine:
             raise NotFoundError(f"unknown preset voice {name!r}; use one of {', '.join(sorted(_PRESETS))}")
         return VoiceProfile(self.name, self.model_version, "preset", {"base_hz": _PRESETS[name]})
 
-    def extract_voice(self, prompt_pcm: np.ndarray, prompt_text: str) -> VoiceProfile:
+    def extract_voice(self, prompt_pcm: NDArray[Any], prompt_text: str) -> VoiceProfile:
         with self._lock:
             self.extract_calls += 1
         level = float(np.abs(prompt_pcm.astype(np.float64)).mean()) if prompt_pcm.size else 0.0
@@ -78,7 +80,7 @@ class ToneEngine:
 
     def stream(
         self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
-    ) -> Iterator[np.ndarray]:
+    ) -> Iterator[NDArray[Any]]:
         yield self.synthesise(text, voice, style=style, seed=seed, speed=speed, mode=mode).audio
 
     def close(self) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from lib.config import BuiltinConfig
 from lib.engines.base import MODES, PROMPT_SAMPLE_RATE, Synthesis, VoiceProfile
@@ -84,7 +85,7 @@ class BuiltinEngine:
             version += f"+lang-{self._config.language}"
         self.model_version = version
         self._dsp_lock = threading.Lock()
-        self._base_ltas: dict[str, np.ndarray] = {}
+        self._base_ltas: dict[str, NDArray[Any]] = {}
 
     # --- voices ------------------------------------------------------------------------
 
@@ -97,7 +98,7 @@ class BuiltinEngine:
         han, variant = _PRESETS[name]
         return VoiceProfile(self.name, self.model_version, "preset", {"preset": name, "han": han, "base": variant})
 
-    def extract_voice(self, prompt_pcm: np.ndarray, prompt_text: str) -> VoiceProfile:
+    def extract_voice(self, prompt_pcm: NDArray[Any], prompt_text: str) -> VoiceProfile:
         pcm = np.asarray(prompt_pcm)
         if pcm.dtype != np.int16:
             raise ValidationError(f"prompt PCM must be int16, got {pcm.dtype}")
@@ -118,7 +119,7 @@ class BuiltinEngine:
         _LOGGER.debug("extracted voice profile %s", params)
         return VoiceProfile(self.name, self.model_version, "prompt", params)
 
-    def _reference_ltas(self, variant: str) -> np.ndarray:
+    def _reference_ltas(self, variant: str) -> NDArray[Any]:
         """Long-term average envelope of an espeak base variant, measured once per engine
         on a fixed Mandarin sentence (the prompt's LTAS is compared with it)."""
         with self._dsp_lock:
@@ -145,7 +146,7 @@ class BuiltinEngine:
 
     def stream(
         self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
-    ) -> Iterator[np.ndarray]:
+    ) -> Iterator[NDArray[Any]]:
         _, chunks = self._render(text, voice, style=style, seed=seed, speed=speed, mode=mode)
         yield from chunks
 
@@ -154,7 +155,7 @@ class BuiltinEngine:
 
     def _render(
         self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
-    ) -> tuple[dict[str, Any], Iterator[np.ndarray]]:
+    ) -> tuple[dict[str, Any], Iterator[NDArray[Any]]]:
         """Validate the request, then return its info and a lazy per-sentence renderer."""
         if mode not in MODES:
             raise ValidationError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
@@ -198,7 +199,7 @@ class BuiltinEngine:
         return info, self._sentences(runs_per_sentence, plan, rng)
 
     def _sentences(self, runs_per_sentence: list[list[tuple[str, str]]], plan: _Plan,
-                   rng: np.random.Generator) -> Iterator[np.ndarray]:
+                   rng: np.random.Generator) -> Iterator[NDArray[Any]]:
         produced = False
         for runs in runs_per_sentence:
             pieces = []
@@ -248,7 +249,7 @@ class _Plan:
         voice = _voice_name(lang, str(self.params.get("base", "")))
         return EspeakParams(voice, rate=self.wpm, pitch=int(np.clip(pitch, 0, 100)), range=int(np.clip(span, 0, 100)))
 
-    def transform(self, x: np.ndarray) -> np.ndarray:
+    def transform(self, x: NDArray[Any]) -> NDArray[Any]:
         if self.prompt:
             median_st = 12.0 * math.log2(float(self.params["f0_median_hz"]))
             target = VoiceTarget(
@@ -268,7 +269,7 @@ def _voice_name(lang: str, variant: str) -> str:
     return f"{lang}+{variant}" if variant else lang
 
 
-def _trim(pcm: np.ndarray, *, lead: bool, tail: bool) -> np.ndarray:
+def _trim(pcm: NDArray[Any], *, lead: bool, tail: bool) -> NDArray[Any]:
     """Cut silence at the joins between runs of one sentence to at most 40 ms."""
     loud = np.flatnonzero(np.abs(pcm.astype(np.int32)) > 64)
     if loud.size == 0:

@@ -21,8 +21,10 @@ import logging
 import threading
 import warnings
 from types import ModuleType
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from lib.errors import EngineUnavailableError
 
@@ -63,11 +65,11 @@ def version() -> str:
     return str(getattr(_pyworld(), "__version__", "unknown"))
 
 
-def _c64(a: np.ndarray) -> np.ndarray:
+def _c64(a: NDArray[Any]) -> NDArray[Any]:
     return np.ascontiguousarray(a, dtype=np.float64)
 
 
-def f0_track(x: np.ndarray, rate: int, frame_period: float, speed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def f0_track(x: NDArray[Any], rate: int, frame_period: float, speed: int = 1) -> tuple[NDArray[Any], NDArray[Any]]:
     """F0 (Hz, 0 for unvoiced) and frame times (s) by DIO refined with StoneMask.
 
     ``speed`` > 1 lets DIO analyse a decimated signal: cheaper, and enough for the clean
@@ -80,7 +82,7 @@ def f0_track(x: np.ndarray, rate: int, frame_period: float, speed: int = 1) -> t
     return np.asarray(f0, dtype=np.float64), np.asarray(times, dtype=np.float64)
 
 
-def envelope(x: np.ndarray, rate: int, f0: np.ndarray, times: np.ndarray) -> np.ndarray:
+def envelope(x: NDArray[Any], rate: int, f0: NDArray[Any], times: NDArray[Any]) -> NDArray[Any]:
     """CheapTrick spectral envelope (power, frames x ``FFT_SIZE // 2 + 1``) at ``times``."""
     pw = _pyworld()
     with _LOCK:
@@ -88,7 +90,7 @@ def envelope(x: np.ndarray, rate: int, f0: np.ndarray, times: np.ndarray) -> np.
     return np.asarray(sp, dtype=np.float64)
 
 
-def synthesize(f0: np.ndarray, sp: np.ndarray, ap: np.ndarray, rate: int, frame_period: float) -> np.ndarray:
+def synthesize(f0: NDArray[Any], sp: NDArray[Any], ap: NDArray[Any], rate: int, frame_period: float) -> NDArray[Any]:
     """WORLD synthesis; ``sp``/``ap`` have ``SYNTH_FFT_SIZE // 2 + 1`` bins."""
     pw = _pyworld()
     with _LOCK:

@@ -30,8 +30,10 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from lib.errors import EngineError, EngineUnavailableError
 
@@ -129,7 +131,7 @@ class EspeakSynth:
         if proc.stdout is not None:
             proc.stdout.close()
 
-    def synth(self, text: str, params: EspeakParams) -> np.ndarray:
+    def synth(self, text: str, params: EspeakParams) -> NDArray[Any]:
         """Speak ``text`` with ``params``; int16 mono at :data:`ESPEAK_SAMPLE_RATE`.
 
         Bit-identical for identical arguments, in any process, at any time."""

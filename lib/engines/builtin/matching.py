@@ -55,8 +55,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from lib.engines.builtin import _world
 from lib.engines.builtin.profile import EQ_BANDS_HZ, pitch_stats
@@ -92,14 +94,14 @@ class VoiceTarget:
     """Equaliser gains at :data:`lib.engines.builtin.profile.EQ_BANDS_HZ`; empty for none."""
 
 
-def _aperiodicity(f0: np.ndarray, bins: int, rate: int) -> np.ndarray:
+def _aperiodicity(f0: NDArray[Any], bins: int, rate: int) -> NDArray[Any]:
     """Fixed aperiodicity from the voicing decision (see the module docstring)."""
     rel = np.arange(bins) / (bins - 1)
     voiced = 10.0 ** ((-35.0 + 27.0 * rel * rel) / 20.0)
     return np.where((f0 > 0)[:, None], voiced[None, :], 1.0)
 
 
-def _warp(log_sp: np.ndarray, scale: float) -> np.ndarray:
+def _warp(log_sp: NDArray[Any], scale: float) -> NDArray[Any]:
     """``E'(f) = E(f / scale)`` per frame, linear interpolation between bins."""
     bins = log_sp.shape[1]
     src = np.arange(bins) / scale
@@ -108,7 +110,7 @@ def _warp(log_sp: np.ndarray, scale: float) -> np.ndarray:
     return log_sp[:, lo] * (1.0 - frac) + log_sp[:, lo + 1] * frac
 
 
-def _resynthesise(x: np.ndarray, rate: int, target: VoiceTarget | None, duration_factor: float) -> np.ndarray:
+def _resynthesise(x: NDArray[Any], rate: int, target: VoiceTarget | None, duration_factor: float) -> NDArray[Any]:
     f0, times = _world.f0_track(x, rate, _FRAME_PERIOD_MS, speed=_DIO_SPEED)
     sp = _world.envelope(x, rate, f0, times)
     # Every second bin of the analysis envelope is the synthesis FFT's grid.
@@ -135,7 +137,7 @@ def _resynthesise(x: np.ndarray, rate: int, target: VoiceTarget | None, duration
     return _world.synthesize(new_f0, np.exp(log_sp), ap, rate, _FRAME_PERIOD_MS * duration_factor)
 
 
-def match_voice(x: np.ndarray, rate: int, target: VoiceTarget, *, duration_factor: float = 1.0) -> np.ndarray:
+def match_voice(x: NDArray[Any], rate: int, target: VoiceTarget, *, duration_factor: float = 1.0) -> NDArray[Any]:
     """Return ``x`` (float64) with its F0 mapped to ``target``, its envelope warped and
     equalised, and its duration scaled by ``duration_factor``."""
     if x.size < _MIN_SAMPLES:
@@ -143,7 +145,7 @@ def match_voice(x: np.ndarray, rate: int, target: VoiceTarget, *, duration_facto
     return _resynthesise(x, rate, target, duration_factor)
 
 
-def change_duration(x: np.ndarray, rate: int, factor: float) -> np.ndarray:
+def change_duration(x: NDArray[Any], rate: int, factor: float) -> NDArray[Any]:
     """Stretch ``x`` by ``factor`` (>1 longer) without changing its pitch (WORLD
     analysis and resynthesis at a scaled frame period)."""
     if x.size < _MIN_SAMPLES:
@@ -151,7 +153,7 @@ def change_duration(x: np.ndarray, rate: int, factor: float) -> np.ndarray:
     return _resynthesise(x, rate, None, factor)
 
 
-def shape_level(x: np.ndarray, energy: float) -> np.ndarray:
+def shape_level(x: NDArray[Any], energy: float) -> NDArray[Any]:
     """Peak-normalise ``x`` to a nominal level times ``energy`` through a soft limiter.
 
     ``0.98 * tanh(g * x / 0.98)`` is linear for quiet samples, so the RMS follows

@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from lib.engines.builtin import _world
 from lib.errors import PromptAudioError
@@ -78,7 +80,7 @@ class PitchStats:
     voiced_seconds: float
 
 
-def pitch_stats(hz: np.ndarray, time_step: float = 0.01) -> PitchStats | None:
+def pitch_stats(hz: NDArray[Any], time_step: float = 0.01) -> PitchStats | None:
     """Statistics of voiced pitch values (Hz > 0); ``None`` when there are too few."""
     hz = hz[hz > 0]
     if hz.size < 5:
@@ -88,7 +90,7 @@ def pitch_stats(hz: np.ndarray, time_step: float = 0.01) -> PitchStats | None:
     return PitchStats(float(med), float(hi - lo), hz.size * time_step)
 
 
-def ltas(x: np.ndarray, rate: int, f0: np.ndarray, times: np.ndarray) -> np.ndarray | None:
+def ltas(x: NDArray[Any], rate: int, f0: NDArray[Any], times: NDArray[Any]) -> NDArray[Any] | None:
     """Mean natural-log CheapTrick envelope of the voiced frames on :data:`LTAS_GRID_HZ`;
     ``None`` with fewer than 5 voiced frames."""
     voiced = f0 > 0
@@ -100,7 +102,7 @@ def ltas(x: np.ndarray, rate: int, f0: np.ndarray, times: np.ndarray) -> np.ndar
     return np.asarray(np.interp(LTAS_GRID_HZ, freqs, mean), dtype=np.float64)
 
 
-def _detrended_error(diff: np.ndarray, f: np.ndarray) -> float:
+def _detrended_error(diff: NDArray[Any], f: NDArray[Any]) -> float:
     """Mean square of ``diff`` after removing its least-squares straight line in ``f``
     (closed form with plain sums: no BLAS, so no thread-dependent rounding)."""
     fm, dm = float(f.mean()), float(diff.mean())
@@ -110,7 +112,7 @@ def _detrended_error(diff: np.ndarray, f: np.ndarray) -> float:
     return float((residual * residual).mean())
 
 
-def formant_scale(prompt: np.ndarray, base: np.ndarray) -> float:
+def formant_scale(prompt: NDArray[Any], base: NDArray[Any]) -> float:
     """Frequency scale ``r`` (prompt formants ~ r x base formants) between two LTAS."""
     band = (_SCALE_BAND[0] <= LTAS_GRID_HZ) & (_SCALE_BAND[1] >= LTAS_GRID_HZ)
     f = LTAS_GRID_HZ[band]
@@ -124,7 +126,7 @@ def formant_scale(prompt: np.ndarray, base: np.ndarray) -> float:
     return best
 
 
-def equaliser(prompt: np.ndarray, base: np.ndarray, scale: float) -> list[float]:
+def equaliser(prompt: NDArray[Any], base: NDArray[Any], scale: float) -> list[float]:
     """Gains (dB) at :data:`EQ_BANDS_HZ` that turn the base LTAS warped by ``scale``
     into the prompt's, smoothed and limited; their mean is 0 dB (level is set later)."""
     warped = np.interp(LTAS_GRID_HZ, LTAS_GRID_HZ * scale, base)
@@ -140,7 +142,7 @@ def equaliser(prompt: np.ndarray, base: np.ndarray, scale: float) -> list[float]
     return [round(float(g), 1) for g in gains]
 
 
-def _spectral_checks(x: np.ndarray) -> None:
+def _spectral_checks(x: NDArray[Any]) -> None:
     """Reject stationary or tonal sound (a sine, a hum): speech has broad, changing spectra."""
     frame, hop = 512, 256
     if x.size < frame * 4:
@@ -164,7 +166,7 @@ def _spectral_checks(x: np.ndarray) -> None:
         )
 
 
-def analyse_prompt(pcm: np.ndarray, rate: int) -> tuple[PitchStats, np.ndarray]:
+def analyse_prompt(pcm: NDArray[Any], rate: int) -> tuple[PitchStats, NDArray[Any]]:
     """Check prompt PCM (int16 mono) and return its pitch statistics and its LTAS."""
     if pcm.ndim != 1:
         raise PromptAudioError("prompt audio must be mono")

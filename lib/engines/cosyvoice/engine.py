@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from lib.config import CosyVoiceConfig
 from lib.engines.base import PROMPT_SAMPLE_RATE, Synthesis, VoiceProfile
@@ -125,7 +126,7 @@ class CosyVoiceEngine:
 
     # -- prompt frontend --------------------------------------------------------------
 
-    def extract_voice(self, prompt_pcm: np.ndarray, prompt_text: str) -> VoiceProfile:
+    def extract_voice(self, prompt_pcm: NDArray[Any], prompt_text: str) -> VoiceProfile:
         """Run CosyVoice's prompt frontend once (``add_zero_shot_spk``) and return the
         features as a serialisable profile; they are also registered for immediate use."""
         pcm = self._check_prompt(prompt_pcm)
@@ -152,7 +153,7 @@ class CosyVoiceEngine:
             self.name, self.model_version, "prompt", {"prompt_text": text, "feature_id": feature_id}, blob
         )
 
-    def _check_prompt(self, prompt_pcm: np.ndarray) -> np.ndarray:
+    def _check_prompt(self, prompt_pcm: NDArray[Any]) -> NDArray[Any]:
         pcm = np.asarray(prompt_pcm)
         if pcm.ndim == 2 and 1 in pcm.shape:
             pcm = pcm.reshape(-1)
@@ -195,7 +196,7 @@ class CosyVoiceEngine:
 
     def stream(
         self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
-    ) -> Iterator[np.ndarray]:
+    ) -> Iterator[NDArray[Any]]:
         """The audio of :meth:`synthesise` as float32 chunks, one per text segment CosyVoice
         splits the text into. Chunks are never produced with CosyVoice's own ``stream=True``:
         its chunking depends on timing and ignores ``speed``, so the joined audio would
@@ -209,7 +210,7 @@ class CosyVoiceEngine:
 
     def _generate(
         self, text: str, voice: VoiceProfile, style: str, seed: int, speed: float, mode: str
-    ) -> Iterator[np.ndarray]:
+    ) -> Iterator[NDArray[Any]]:
         with self._lock:
             plan = self._plan(text, voice, style, speed, mode)
             for spk_id, overrides in plan.arm:

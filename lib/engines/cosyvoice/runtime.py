@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from lib.engines.cosyvoice.modeldir import ModelDir, obtain_hint
 from lib.errors import EngineUnavailableError
@@ -68,7 +69,7 @@ class Runtime:
     set_seed: Callable[[int], None]
     """CosyVoice's own ``set_all_random_seed``."""
     torch: Any
-    wav_registry: dict[str, np.ndarray] = field(default_factory=dict)
+    wav_registry: dict[str, NDArray[Any]] = field(default_factory=dict)
     """In-memory prompt PCM (float32, 16 kHz) served to a path-reading frontend by key."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _counter: int = 0
@@ -77,7 +78,7 @@ class Runtime:
     def has_auto_model(self) -> bool:
         return hasattr(self.cli, "AutoModel")
 
-    def prompt_key(self, pcm: np.ndarray) -> str:
+    def prompt_key(self, pcm: NDArray[Any]) -> str:
         """Register ``pcm`` and return the pseudo path the patched ``load_wav`` serves it by."""
         with self._lock:
             self._counter += 1
