@@ -95,9 +95,14 @@ class AudioStore:
             with suppress(*_STORE_ERRORS):
                 cache.close()
 
+    def _handle(self) -> diskcache.Cache | None:
+        # Not ``self._cache or ...``: a Cache is falsy when empty, and len() is a query.
+        cache = self._cache
+        return cache if cache is not None else self._open()
+
     @contextmanager
     def _using(self, op: str) -> Iterator[diskcache.Cache | None]:
-        cache = self._cache or self._open()
+        cache = self._handle()
         try:
             yield cache
         except _STORE_ERRORS as exc:
@@ -108,7 +113,7 @@ class AudioStore:
 
     @property
     def available(self) -> bool:
-        return (self._cache or self._open()) is not None
+        return self._handle() is not None
 
     # -- entries ------------------------------------------------------------------------
 
