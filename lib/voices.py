@@ -95,14 +95,8 @@ class VoiceProfiles:
         found = self._memory.get(key)
         if found is not None:
             return found
-        blob: bytes | None = None
-        if self._store is not None:
-            try:
-                blob = self._store.get(f"profile:{key}")
-            except Exception as exc:
-                _LOGGER.warning("cannot read voice profile store: %s", exc)
-        if blob is None and self.shared is not None:
-            blob = self.shared.get_profile(key)
+        shared_get = self.shared.get_profile if self.shared is not None else None
+        blob = _read_tiers(self._store, f"profile:{key}", shared_get, key)
         if blob is None:
             return None
         try:
@@ -189,14 +183,8 @@ class VoiceLibrary:
             found = self._memory.get(name)
         if found is not None:
             return found
-        record = None
-        if self._store is not None:
-            try:
-                record = self._store.get(f"voice:{name}")
-            except Exception as exc:
-                _LOGGER.warning("cannot read voice library: %s", exc)
-        if record is None and self.shared is not None:
-            record = self.shared.get_voice(name)
+        shared_get = self.shared.get_voice if self.shared is not None else None
+        record = _read_tiers(self._store, f"voice:{name}", shared_get, name)
         if record is None:
             return None
         voice = _from_record(name, record)
@@ -233,6 +221,22 @@ class VoiceLibrary:
         if self.shared is not None:
             removed = bool(self.shared.delete_voice(name)) or removed
         return removed
+
+
+def _read_tiers(
+    store: diskcache.Cache | None, local_key: str, shared_get: Callable[[str], Any] | None, shared_key: str
+) -> Any:
+    """The value from the local store, else from the shared tier; None if neither has it.
+    A failing local store is logged and skipped, never raised."""
+    value = None
+    if store is not None:
+        try:
+            value = store.get(local_key)
+        except Exception as exc:
+            _LOGGER.warning("cannot read %s from the voice store: %s", local_key, exc)
+    if value is None and shared_get is not None:
+        value = shared_get(shared_key)
+    return value
 
 
 def _from_record(name: str, record: dict[str, Any]) -> SavedVoice | None:
