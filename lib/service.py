@@ -395,7 +395,8 @@ class TTSService:
             "engine": self.engine.name,
             "model_version": self.engine.model_version,
             "cache": {"available": self.store.available, "dir": str(self.cache_dir), "error": self.store.last_error},
-            "shared": self.shared.status() if self.shared is not None else None,
+            # Only the breaker's state: a health check must not wait on a slow Redis.
+            "shared": {"up": bool(self.shared.up)} if self.shared is not None else None,
         }
 
     def close(self) -> None:

@@ -142,12 +142,30 @@ class VoiceLibrary:
     """Named voices in a private diskcache (``<cache.dir>/voices``). Values are the
     canonical prompt as FLAC plus its transcript."""
 
+    #: With a shared tier, how long a voice read from it is trusted before it is read
+    #: again, so that a voice deleted on another replica disappears here too.
+    SHARED_FRESH_SECONDS = 10.0
+
     def __init__(self, store: diskcache.Cache | None) -> None:
         self._store = store
-        self._memory: dict[str, SavedVoice] = {}
+        self._memory: dict[str, tuple[SavedVoice, float]] = {}
         self._lock = threading.Lock()
         self.shared: Any = None
         """Optional shared tier with ``get_voice``/``put_voice``/``delete_voice``/``voice_names``."""
+
+    def _remember(self, voice: SavedVoice) -> None:
+        with self._lock:
+            self._memory[voice.name] = (voice, time.monotonic())
+
+    def _recalled(self) -> dict[str, SavedVoice]:
+        """The voices in memory that are still fresh."""
+        now = time.monotonic()
+        with self._lock:
+            return {
+                name: voice
+                for name, (voice, at) in self._memory.items()
+                if self.shared is None or now - at < self.SHARED_FRESH_SECONDS
+            }
 
     @staticmethod
     def check_name(name: str) -> str:
@@ -174,13 +192,11 @@ class VoiceLibrary:
             self._store.set(f"voice:{name}", record)
         if self.shared is not None:
             self.shared.put_voice(name, record)
-        with self._lock:
-            self._memory[name] = voice
+        self._remember(voice)
         return voice
 
     def get(self, name: str) -> SavedVoice | None:
-        with self._lock:
-            found = self._memory.get(name)
+        found = self._recalled().get(name)
         if found is not None:
             return found
         shared_get = self.shared.get_voice if self.shared is not None else None
@@ -190,8 +206,7 @@ class VoiceLibrary:
         voice = _from_record(name, record)
         if voice is None:
             return None
-        with self._lock:
-            self._memory[name] = voice
+        self._remember(voice)
         return voice
 
     def require(self, name: str) -> SavedVoice:
@@ -209,8 +224,7 @@ class VoiceLibrary:
                 _LOGGER.warning("cannot list voice library: %s", exc)
         if self.shared is not None:
             found.update(self.shared.voice_names())
-        with self._lock:
-            found.update(self._memory)
+        found.update(self._recalled())
         return sorted(found)
 
     def delete(self, name: str) -> bool:

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import redis
 from hypothesis import given, settings
@@ -23,7 +24,7 @@ from redis_server import RedisServer, free_port, require_redis_server
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.entry import CachedAudio, pack, unpack
-from lib.errors import ConfigError
+from lib.errors import ConfigError, NotFoundError
 from lib.request import TTSRequest
 from lib.service import TTSService
 from lib.shared import CorruptValueError, RedisLeases, SharedTier, status_markdown
@@ -348,6 +349,29 @@ def test_two_services_share_results_and_clear(tmp_path: Path, server: RedisServe
         b.flush()
         assert a.clear()["shared_removed"] >= 1
         assert a.shared.get(first.key) is None
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_voice_deleted_on_one_service_disappears_on_the_other(
+    tmp_path: Path, server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lib.voices import VoiceLibrary
+
+    monkeypatch.setattr(VoiceLibrary, "SHARED_FRESH_SECONDS", 0.2)
+    a, b = _service(tmp_path / "a", server.url), _service(tmp_path / "b", server.url)
+    try:
+        t = np.arange(2 * 16_000) / 16_000
+        prompt = (16_000, (0.3 * np.sin(2 * np.pi * 180 * t) * (1 + 0.5 * np.sin(2 * np.pi * 4 * t))).astype("float32"))
+        a.save_voice("lobby", prompt, "")
+        assert b.synthesise(TTSRequest(text="welcome", voice="lobby")).cache == "MISS"
+        assert "lobby" in [v["name"] for v in b.list_voices()]
+        a.delete_voice("lobby")
+        time.sleep(0.3)
+        assert "lobby" not in [v["name"] for v in b.list_voices()]
+        with pytest.raises(NotFoundError):
+            b.synthesise(TTSRequest(text="welcome", voice="lobby"))
     finally:
         a.close()
         b.close()
