@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import soundfile as sf
 
 from lib.config import AppConfig, load_config
 from lib.engines.tone import ToneEngine
+from lib.entry import CachedAudio
 from lib.errors import EngineError, NotAudioError, NotFoundError, PromptAudioError, ValidationError
 from lib.request import TTSRequest
 from lib.service import TTSService, synthesise_with_cache
@@ -43,6 +45,12 @@ def service(tmp_path: Path, engine: ToneEngine) -> Iterator[TTSService]:
     svc = TTSService(make_config(tmp_path / "cache"), engine)
     yield svc
     svc.close()
+
+
+def cache_errors(svc: TTSService) -> float:
+    """Sum of tts_cache_errors_total over every operation."""
+    text = svc.metrics.exposition().decode()
+    return sum(float(m) for m in re.findall(r'^tts_cache_errors_total\{op="[a-z]+"\} (\S+)$', text, re.M))
 
 
 def speak(svc: TTSService, text: str = "hello there", **fields: Any) -> Any:
@@ -346,7 +354,7 @@ def test_unusable_cache_directory_still_serves(tmp_path: Path) -> None:
         assert speak(svc).cache == "MISS"
         assert speak(svc).cache == "HIT"  # the memory tier still works
         assert svc.snapshot()["cache_available"] is False
-        assert b"tts_cache_errors_total" in svc.metrics.exposition()
+        assert cache_errors(svc) >= 1
     finally:
         svc.close()
 
@@ -432,6 +440,7 @@ import sys, threading, time
 sys.path.insert(0, sys.argv[1])
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
+from lib.entry import CachedAudio
 from lib.service import TTSService, synthesise_with_cache
 engine = ToneEngine(delay=0.5)
 overrides = {"engine": "tone", "cache.dir": sys.argv[2], "voices.prewarm": False}
@@ -522,3 +531,40 @@ def test_voice_library_round_trip(service: TTSService, engine: ToneEngine) -> No
         speak(service, "welcome", voice="Front Desk")
     with pytest.raises(ValidationError):
         service.save_voice("../etc/passwd", (22_050, tone_prompt()), "")
+
+
+def test_flac_round_trip_is_bit_exact() -> None:
+    from lib.entry import pack, unpack
+
+    rng = np.random.default_rng(7)
+    pcm = rng.integers(-32768, 32767, size=22_050 * 3, dtype=np.int16)  # noise: the hardest case for FLAC
+    pcm[:100] = [-32768, 32767] * 50  # and both extremes
+    entry = CachedAudio.from_pcm("f" * 32, pcm, 22_050, {"text": "x"})
+    back = unpack(pack(entry), "f" * 32)
+    assert np.array_equal(back.pcm, pcm) and back.sample_rate == 22_050
+    assert back.wav == entry.wav
+
+
+def test_full_disk_still_serves(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if os.system(f"mount -t tmpfs -o size=600k tmpfs '{mount}'") != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    engine = ToneEngine(seconds_per_char=0.2)
+    try:
+        svc = TTSService(make_config(mount / "cache", **{"cache.memory_bytes": 0}), engine)
+        try:
+            results = []
+            for i in range(12):  # about 12 x 100 KB of FLAC into 600 KB
+                results.append(speak(svc, f"full disk phrase {i:02d}"))
+                svc.flush()
+            assert [r.cache for r in results] == ["MISS"] * 12
+            assert all(r.duration > 3 for r in results)
+            assert cache_errors(svc) >= 1  # the full disk was noticed and counted
+            assert speak(svc, "full disk phrase 11").wav == results[-1].wav  # served, from wherever it is
+        finally:
+            svc.close()
+    finally:
+        assert os.system(f"umount '{mount}' || umount -l '{mount}'") == 0
