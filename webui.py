@@ -12,7 +12,6 @@ Configuration precedence, lowest first: built-in defaults < ``config.yaml`` (or
 from __future__ import annotations
 
 import argparse
-import functools
 import hmac
 import json
 import logging
@@ -30,6 +29,7 @@ import pandas as pd
 from fastapi import FastAPI
 
 from lib.api import create_app as create_api
+from lib.api.admin import is_loopback
 from lib.audio import FORMATS
 from lib.errors import TTSError, ValidationError
 from lib.phrases import PreloadReport, expand, export_phrases, load_phrases, preload
@@ -37,7 +37,7 @@ from lib.request import MAX_SEED, MAX_SPEED, MIN_SPEED, TTSRequest
 from lib.service import TTSService
 from lib.shared.report import status_markdown
 
-__all__ = ["build_demo", "build_request", "create_app", "main"]
+__all__ = ["admin_refusal", "build_demo", "build_request", "create_app", "main"]
 
 _LOGGER = logging.getLogger("webui")
 
@@ -83,6 +83,18 @@ def build_request(
         prompt_text=(prompt_text or "") if mode == "zero_shot" else "",
         style=style or "", seed=int(seed), speed=float(speed), mode=mode, format=fmt, use_cache=bool(use_cache),
     )  # fmt: skip
+
+
+def admin_refusal(expected: str, token: str | None, client: str, token_env: str) -> str | None:
+    """Why an admin action is refused, or None. The same rule as the HTTP API: with a
+    token configured it must match; without one, only this machine may act."""
+    if expected:
+        if not hmac.compare_digest(expected.encode(), (token or "").encode()):
+            return f"admin token: wrong or missing; give the value of {token_env}"
+        return None
+    if not is_loopback(client):
+        return f"admin actions from another machine need a token: set {token_env} on the server"
+    return None
 
 
 def badge_html(cache: str) -> str:
@@ -228,12 +240,13 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
             _top_frame(snap["top_requested"]), _top_frame(snap["top_missed"]),
         )  # fmt: skip
 
-    def admin(action: str, confirmed: bool, token: str, tag: str) -> tuple[str, bool]:
+    def admin(action: str, confirmed: bool, token: str, tag: str, request: gr.Request) -> tuple[str, bool]:
         if not confirmed:
             raise gr.Error("tick 'I understand 我已确认' first: this changes the cache for every user")
-        expected = os.environ.get(token_env, "")
-        if expected and not hmac.compare_digest(expected.encode(), (token or "").encode()):
-            raise gr.Error(f"admin token: wrong or missing; give the value of {token_env}")
+        client = request.client.host if request is not None and request.client else ""
+        refusal = admin_refusal(os.environ.get(token_env, ""), token, client, token_env)
+        if refusal:
+            raise gr.Error(refusal)
         try:
             if action == "clear":
                 done = service.clear()
@@ -247,6 +260,13 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
             raise gr.Error(str(exc)) from exc
         _LOGGER.warning("admin action %s from the web UI: %s", action, done)
         return f"**{action}**: `{json.dumps(done, ensure_ascii=False)}`", False
+
+    def admin_handler(action: str) -> Any:
+        # A named function, not functools.partial: Gradio finds gr.Request by signature.
+        def handler(confirmed: bool, token: str, tag: str, request: gr.Request) -> tuple[str, bool]:
+            return admin(action, confirmed, token, tag, request)
+
+        return handler
 
     def export_top() -> tuple[str, str]:
         document, notes = export_phrases(service, top=50)
@@ -369,7 +389,7 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
             for button, action in ((clear_btn, "clear"), (evict_btn, "evict"), (sweep_btn, "sweep"),
                                    (verify_btn, "verify")):  # fmt: skip
                 button.click(
-                    functools.partial(admin, action),
+                    admin_handler(action),
                     inputs=[confirm, token, tag],
                     outputs=[admin_result, confirm],
                     api_name=f"admin_{action}",

@@ -201,3 +201,14 @@ def test_importing_webui_has_no_side_effects(tmp_path: Path) -> None:
     )
     assert list(tmp_path.iterdir()) == []  # no cache directory, no files
     assert out.stdout.strip() == "1"  # no server or worker threads
+
+
+def test_admin_refusal_rules() -> None:
+    from webui import admin_refusal
+
+    assert admin_refusal("", "", "127.0.0.1", "TTS_ADMIN_TOKEN") is None
+    assert admin_refusal("", "", "::1", "TTS_ADMIN_TOKEN") is None
+    assert "another machine" in (admin_refusal("", "", "192.0.2.7", "TTS_ADMIN_TOKEN") or "")
+    assert "another machine" in (admin_refusal("", "", "", "TTS_ADMIN_TOKEN") or "")
+    assert admin_refusal("s3cret", "s3cret", "192.0.2.7", "TTS_ADMIN_TOKEN") is None
+    assert "wrong or missing" in (admin_refusal("s3cret", "nope", "127.0.0.1", "TTS_ADMIN_TOKEN") or "")

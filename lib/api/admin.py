@@ -27,7 +27,7 @@ from lib.service import TTSService
 from .errors import ERROR_RESPONSES
 from .http import cut, too_large_message
 
-__all__ = ["ClearRequest", "admin_router"]
+__all__ = ["ClearRequest", "admin_router", "is_loopback"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class AdminAuth:
     ) -> None:
         if self.token is None:
             host = request.client.host if request.client else ""
-            if not _is_loopback(host):
+            if not is_loopback(host):
                 raise _Forbidden(
                     f"admin endpoints are refused to remote clients when no admin token is configured; "
                     f"set {self.env_name} on the server and send 'Authorization: Bearer <token>'"
@@ -177,7 +177,8 @@ def admin_router(service: TTSService, admin_token: str | None) -> APIRouter:
     return router
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a client address) is on this machine's loopback."""
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
