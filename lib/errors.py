@@ -9,7 +9,6 @@ the command-line tools print the message and exit non-zero. Messages say what is
 from __future__ import annotations
 
 __all__ = [
-    "CacheError",
     "ConfigError",
     "EngineError",
     "EngineUnavailableError",
@@ -76,8 +75,3 @@ class ConfigError(TTSError):
 
     http_status = 500
 
-
-class CacheError(TTSError):
-    """The cache store failed. Never reaches a client: requests are served anyway."""
-
-    http_status = 500

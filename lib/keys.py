@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 
-__all__ = ["KEY_RE", "KEY_SCHEMA_VERSION", "KeyFields", "cache_key", "model_tag", "voice_tag"]
+__all__ = ["KEY_RE", "KEY_SCHEMA_VERSION", "KeyFields", "cache_key", "model_tag"]
 
 KEY_SCHEMA_VERSION = 1
 
@@ -65,7 +65,3 @@ def model_tag(engine: str, model_version: str) -> str:
     """The tag every entry carries: evicting it drops one model version's entries."""
     return f"{engine}:{model_version}"
 
-
-def voice_tag(voice: str) -> str:
-    """Tag naming one voice, for ``evict("voice:<fingerprint>")``."""
-    return f"voice:{voice}"

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from lib.errors import TTSError, ValidationError
 from lib.request import MAX_SEED, MAX_SPEED, MIN_SPEED, TTSRequest
+from lib.textnorm import cut_text
 
 if TYPE_CHECKING:
     from lib.service import TTSService
@@ -187,7 +188,7 @@ def _phrase(where: str, spec: Any, voices: Mapping[str, _Voice], source: str) ->
     text = spec.get("text")
     if not isinstance(text, str) or not text.strip():
         raise PhraseFileError(f'{source}: {where}: field "text": must be non-empty text')
-    label = f"{where} ({_cut(text)!r})"
+    label = f"{where} ({cut_text(text)!r})"
     voice_name = spec.get("voice")
     if not isinstance(voice_name, str) or voice_name not in voices:
         known = ", ".join(sorted(voices))
@@ -220,10 +221,6 @@ def _list(spec: Mapping[str, Any], name: str, source: str, label: str) -> list[A
     if not isinstance(value, list) or not value:
         raise PhraseFileError(f"{source}: {label}: field {name!r}: must be a non-empty list")
     return value
-
-
-def _cut(text: str, n: int = 32) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 # --- preload -----------------------------------------------------------------------------
@@ -339,7 +336,7 @@ def export_phrases(service: TTSService, top: int = 50) -> tuple[dict[str, Any], 
             notes.append(f"{key}: {exc}")
             continue
         if not matches:
-            notes.append(f"{key} ({_cut(text)!r}): made with a seed, style or speed other than the defaults")
+            notes.append(f"{key} ({cut_text(text)!r}): made with a seed, style or speed other than the defaults")
             continue
         voices.setdefault(name, {"preset": name})
         phrases.append({"text": text, "voice": name})

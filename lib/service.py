@@ -30,6 +30,7 @@ from lib.results import Exporter, SynthesisResult
 from lib.singleflight import DiskLeases, Leases, LocalFlights, Renewer, lead_or_wait
 from lib.stats import Stats
 from lib.store import AudioStore
+from lib.textnorm import cut_text
 from lib.voices import VoiceLibrary, VoiceProfiles
 from lib.writer import Writer
 
@@ -37,10 +38,6 @@ __all__ = ["TTSService", "get_default_service", "synthesise_with_cache"]
 
 _LOGGER = logging.getLogger(__name__)
 
-
-def _cut(text: str, n: int = 32) -> str:
-    """User text in logs is cut short."""
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 class TTSService:
@@ -106,7 +103,7 @@ class TTSService:
             self.metrics.requests.labels("error").inc()
             self.metrics.latency.labels("error").observe(seconds)
             key = resolved.key if resolved is not None else "-"
-            _LOGGER.info("request failed key=%s text=%r: %s", key, _cut(request.text or ""), exc)
+            _LOGGER.info("request failed key=%s text=%r: %s", key, cut_text(request.text or ""), exc)
             raise
         seconds = time.perf_counter() - started
         label = result.cache.lower()
@@ -114,7 +111,7 @@ class TTSService:
         self.metrics.requests.labels(label).inc()
         self.metrics.latency.labels(label).observe(seconds)
         _LOGGER.info(
-            "%s key=%s %.1f ms text=%r", result.cache, result.key, seconds * 1e3, _cut(resolved.fields.text)
+            "%s key=%s %.1f ms text=%r", result.cache, result.key, seconds * 1e3, cut_text(resolved.fields.text)
         )
         return result
 
@@ -165,14 +162,30 @@ class TTSService:
             self.metrics.tier_hits.labels(tier).inc()
         return SynthesisResult(r.key, cache, entry, timings, info, self.exporter)
 
+    def memory_entry(self, key: str) -> CachedAudio | None:
+        """The entry from the memory tier alone, unless it has expired."""
+        entry = self.memory.get(key)
+        if entry is None:
+            return None
+        expires = entry.meta.get("expires")
+        if expires is None or expires > time.time():
+            return entry
+        self.memory.pop(key)
+        return None
+
+    def ready_bytes(self, key: str, fmt: str) -> bytes | None:
+        """Ready-to-send bytes from memory only (no disk read, no encoding), or None;
+        cheap enough for an event loop."""
+        entry = self.memory_entry(key)
+        if entry is None:
+            return None
+        return entry.wav if fmt == "wav" else self.transcodes.get((key, fmt))
+
     def lookup(self, key: str) -> tuple[CachedAudio, str] | None:
         """Find a stored entry in memory, on disk or in the shared tier."""
-        entry = self.memory.get(key)
+        entry = self.memory_entry(key)
         if entry is not None:
-            expires = entry.meta.get("expires")
-            if expires is None or expires > time.time():
-                return entry, "memory"
-            self.memory.pop(key)
+            return entry, "memory"
         entry = self.store.get(key)
         if entry is not None:
             self.memory.put(key, entry)
@@ -307,8 +320,7 @@ class TTSService:
             raise ValidationError("prompt_audio: upload or record the voice to save")
         prompt = self.decoder.decode(prompt_audio)
         check_prompt(prompt, self.config)
-        text, clean_prompt_text, _ = normalise_fields(TTSRequest(text="x", prompt_text=prompt_text), self.config)
-        del text
+        _, clean_prompt_text, _ = normalise_fields(TTSRequest(text="x", prompt_text=prompt_text), self.config)
         self.profiles.get(prompt, clean_prompt_text if "zero_shot" in self.engine.modes else "")
         return self.library.save(name, prompt, clean_prompt_text).describe()
 

@@ -185,12 +185,6 @@ class AudioStore:
                 return {"entries": len(cache), "bytes": cache.volume(), "size_limit": self.config.size_limit}
         return {"entries": 0, "bytes": 0, "size_limit": self.config.size_limit}
 
-    def keys(self) -> list[str]:
-        with self._using("keys") as cache:
-            if cache is not None:
-                return [k for k in cache.iterkeys() if isinstance(k, str)]
-        return []
-
     def clear(self) -> int:
         with self._using("clear") as cache:
             if cache is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["normalise_text"]
+__all__ = ["cut_text", "normalise_text"]
 
 # Zero-width characters that change the bytes but not what anyone hears.
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
@@ -22,6 +22,11 @@ _PUNCT = str.maketrans(
         "《": '"', "》": '"', "【": "[", "】": "]", "—": "-", "…": "...",
     }
 )  # fmt: skip
+
+
+def cut_text(text: str, n: int = 32) -> str:
+    """User text in logs and public statistics is cut to ``n`` characters."""
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def normalise_text(text: str, *, fold_punctuation: bool = False, casefold: bool = False) -> str:

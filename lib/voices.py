@@ -25,7 +25,7 @@ import numpy as np
 
 from lib.audio import PromptAudio, decode_flac, encode
 from lib.engines.base import PROMPT_SAMPLE_RATE, Engine, VoiceProfile
-from lib.errors import NotFoundError, ValidationError
+from lib.errors import ValidationError
 from lib.lru import ByteLRU
 
 __all__ = ["NAME_RE", "SavedVoice", "VoiceLibrary", "VoiceProfiles"]
@@ -84,12 +84,6 @@ class VoiceProfiles:
             if self.shared is not None:
                 self.shared.put_profile(key, blob)
             return profile
-
-    def cached(self, prompt: PromptAudio, prompt_text: str) -> bool:
-        return self._lookup(self.key(prompt.fingerprint, prompt_text)) is not None
-
-    def clear_memory(self) -> None:
-        self._memory.clear()
 
     def _lookup(self, key: str) -> VoiceProfile | None:
         found = self._memory.get(key)
@@ -207,12 +201,6 @@ class VoiceLibrary:
         if voice is None:
             return None
         self._remember(voice)
-        return voice
-
-    def require(self, name: str) -> SavedVoice:
-        voice = self.get(name)
-        if voice is None:
-            raise NotFoundError(f"no saved voice named {name!r}; save it first or pick one from the list")
         return voice
 
     def names(self) -> list[str]:

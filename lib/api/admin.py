@@ -23,9 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from lib.errors import EngineUnavailableError, PayloadTooLargeError, TTSError, ValidationError
 from lib.metrics import CONTENT_TYPE
 from lib.service import TTSService
+from lib.textnorm import cut_text
 
 from .errors import ERROR_RESPONSES
-from .http import cut, too_large_message
+from .http import too_large_message
 
 __all__ = ["ClearRequest", "admin_router", "is_loopback"]
 
@@ -105,7 +106,7 @@ def admin_router(service: TTSService, admin_token: str | None) -> APIRouter:
         if not audio:
             raise ValidationError("prompt_audio: the uploaded file is empty; upload a recording of speech")
         saved = await to_thread.run_sync(service.save_voice, name, audio, prompt_text)
-        _LOGGER.info("voice saved: %s", cut(name))
+        _LOGGER.info("voice saved: %s", cut_text(name))
         return {"voice": saved}
 
     @router.delete(
@@ -114,7 +115,7 @@ def admin_router(service: TTSService, admin_token: str | None) -> APIRouter:
     )  # fmt: skip
     async def delete_voice(name: str) -> dict[str, Any]:
         await to_thread.run_sync(service.delete_voice, name)
-        _LOGGER.info("voice deleted: %s", cut(name))
+        _LOGGER.info("voice deleted: %s", cut_text(name))
         return {"deleted": name}
 
     @router.get("/api/cache/stats", tags=["cache"], summary="Cache statistics")
@@ -123,7 +124,7 @@ def admin_router(service: TTSService, admin_token: str | None) -> APIRouter:
             raise ValidationError("top: use 1 to 100")
         snap = await to_thread.run_sync(service.snapshot, top)
         for which in ("top_requested", "top_missed"):
-            snap[which] = [dict(row, text=cut(str(row.get("text", "")))) for row in snap.get(which, [])]
+            snap[which] = [dict(row, text=cut_text(str(row.get("text", "")))) for row in snap.get(which, [])]
         return snap
 
     @router.post(

@@ -1,5 +1,5 @@
 """Small HTTP helpers of the API: ETags, conditional requests, byte ranges, the
-upload-size guard, and text cut short for logs.
+upload-size guard.
 
 Nothing here knows about synthesis; it is plain HTTP, tested on its own.
 """
@@ -17,7 +17,6 @@ __all__ = [
     "IMMUTABLE",
     "BodyTooLarge",
     "UploadLimit",
-    "cut",
     "etag_for",
     "etag_matches",
     "parse_range",
@@ -29,10 +28,6 @@ IMMUTABLE = "public, max-age=31536000, immutable"
 
 _RANGE_RE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
 
-
-def cut(text: str, n: int = 32) -> str:
-    """User text in logs and public stats is cut to ``n`` characters."""
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def etag_for(key: str, fmt: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from typing import Annotated, Any, Literal
 
 from anyio import to_thread
@@ -20,14 +19,13 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from lib.audio import MIME_TYPES, encode
-from lib.entry import CachedAudio
 from lib.errors import NotFoundError, PayloadTooLargeError, ValidationError
 from lib.request import MAX_SEED, MAX_SPEED, MIN_SPEED, TTSRequest
 from lib.results import SynthesisResult
 from lib.service import TTSService
 
 from .errors import ERROR_RESPONSES
-from .http import IMMUTABLE, cut, etag_for, etag_matches, parse_range, too_large_message
+from .http import IMMUTABLE, etag_for, etag_matches, parse_range, too_large_message
 
 __all__ = ["SpeechRequest", "speech_router"]
 
@@ -127,7 +125,6 @@ def speech_router(service: TTSService) -> APIRouter:
         ttl: Annotated[float | None, Form(gt=0, description="Seconds this entry lives")] = None,
         accept: Annotated[str | None, Header(include_in_schema=False)] = None,
     ) -> Response:
-        started = time.perf_counter()
         audio: bytes | None = None
         if prompt_audio is not None and (prompt_audio.size or prompt_audio.filename):
             if prompt_audio.size is not None and prompt_audio.size > upload_limit:
@@ -140,7 +137,6 @@ def speech_router(service: TTSService) -> APIRouter:
             seed=seed, speed=speed, mode=mode, format=format, use_cache=cache, store=store, ttl=ttl,
         )  # fmt: skip
         result, body = await run(req)
-        _log("POST /api/tts", result, started, text)
         headers = {
             "X-Cache": result.cache,
             "X-Cache-Key": result.key,
@@ -188,7 +184,7 @@ def speech_router(service: TTSService) -> APIRouter:
         etag = etag_for(key, fmt)
         if etag_matches(if_none_match, etag):
             return Response(status_code=304, headers={"ETag": etag, "Cache-Control": IMMUTABLE})
-        body = _fast_audio(service, key, fmt)
+        body = service.ready_bytes(key, fmt)
         if body is None:
             body = await to_thread.run_sync(_slow_audio, service, key, fmt)
         headers = {"ETag": etag, "Cache-Control": IMMUTABLE, "Accept-Ranges": "bytes", "X-Cache-Key": key}
@@ -219,7 +215,6 @@ def speech_router(service: TTSService) -> APIRouter:
         },
     )
     async def openai_speech(request: Request, body: SpeechRequest) -> Response:
-        started = time.perf_counter()
         voice = body.voice.id if isinstance(body.voice, VoiceRef) else body.voice
         if not voice.strip():
             raise ValidationError("voice: is empty; give a saved or preset voice name (GET /api/voices)")
@@ -232,7 +227,6 @@ def speech_router(service: TTSService) -> APIRouter:
             seed=body.seed, speed=body.speed, format=fmt,
         )  # fmt: skip
         result, audio_bytes = await run(req)
-        _log("POST /v1/audio/speech", result, started, body.input)
         headers = {
             "X-Cache": result.cache,
             "X-Cache-Key": result.key,
@@ -249,28 +243,8 @@ def speech_router(service: TTSService) -> APIRouter:
 _BAD_AUDIO_NAME = "audio name must be <32 hex digits>.<wav|mp3|flac|ogg>, e.g. /api/audio/<X-Cache-Key>.wav"
 
 
-def _fast_audio(service: TTSService, key: str, fmt: str) -> bytes | None:
-    """Ready-to-send bytes from memory, on the event loop (no disk, no encode)."""
-    entry = service.memory.get(key)
-    if entry is None or _expired(entry):
-        return None
-    return entry.wav if fmt == "wav" else service.transcodes.get((key, fmt))
-
-
 def _slow_audio(service: TTSService, key: str, fmt: str) -> bytes:
     entry = service.stored_audio(key)
     if entry is None:
         raise NotFoundError(f"no stored audio for key {key}; synthesise it first with POST /api/tts")
     return service.audio_bytes(entry, fmt)
-
-
-def _expired(entry: CachedAudio) -> bool:
-    expires = entry.meta.get("expires")
-    return expires is not None and expires <= time.time()
-
-
-def _log(route: str, result: SynthesisResult, started: float, text: str) -> None:
-    _LOGGER.info(
-        "%s %s key=%s %.1f ms text=%r",
-        route, result.cache, result.key, (time.perf_counter() - started) * 1e3, cut(text),
-    )  # fmt: skip
