@@ -27,15 +27,17 @@ def resolve_request(request: TTSRequest, service: TTSService, text: str, prompt_
         raise ValidationError("give either prompt_audio or voice, not both")
     if request.voice:
         name = request.voice.strip()
-        saved = service.library.get(name)
-        if saved is not None:
-            prompt = saved.prompt
-            prompt_text = prompt_text or saved.prompt_text
-        elif service.is_preset(name):
+        # Presets first: a set lookup, where the library may ask its store (and Redis).
+        # Saving a voice under a preset's name is refused, so the order changes nothing.
+        if service.is_preset(name):
             preset = name
         else:
-            known = ", ".join(v["name"] for v in service.list_voices()) or "none"
-            raise NotFoundError(f"voice: no saved or preset voice named {name!r}; available: {known}")
+            saved = service.library.get(name)
+            if saved is None:
+                known = ", ".join(v["name"] for v in service.list_voices()) or "none"
+                raise NotFoundError(f"voice: no saved or preset voice named {name!r}; available: {known}")
+            prompt = saved.prompt
+            prompt_text = prompt_text or saved.prompt_text
     elif request.prompt_audio is not None:
         prompt = service.decoder.decode(request.prompt_audio)
         check_prompt(prompt, service.config)

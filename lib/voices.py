@@ -151,15 +151,13 @@ class VoiceLibrary:
         with self._lock:
             self._memory[voice.name] = (voice, time.monotonic())
 
+    def _fresh(self, at: float) -> bool:
+        return self.shared is None or time.monotonic() - at < self.SHARED_FRESH_SECONDS
+
     def _recalled(self) -> dict[str, SavedVoice]:
         """The voices in memory that are still fresh."""
-        now = time.monotonic()
         with self._lock:
-            return {
-                name: voice
-                for name, (voice, at) in self._memory.items()
-                if self.shared is None or now - at < self.SHARED_FRESH_SECONDS
-            }
+            return {name: voice for name, (voice, at) in self._memory.items() if self._fresh(at)}
 
     @staticmethod
     def check_name(name: str) -> str:
@@ -190,9 +188,10 @@ class VoiceLibrary:
         return voice
 
     def get(self, name: str) -> SavedVoice | None:
-        found = self._recalled().get(name)
-        if found is not None:
-            return found
+        with self._lock:
+            remembered = self._memory.get(name)
+        if remembered is not None and self._fresh(remembered[1]):
+            return remembered[0]
         shared_get = self.shared.get_voice if self.shared is not None else None
         record = _read_tiers(self._store, f"voice:{name}", shared_get, name)
         if record is None:

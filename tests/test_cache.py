@@ -568,3 +568,14 @@ def test_full_disk_still_serves(tmp_path: Path) -> None:
             svc.close()
     finally:
         assert os.system(f"umount '{mount}' || umount -l '{mount}'") == 0
+
+
+def test_preset_voice_requests_never_consult_the_voice_library(
+    service: TTSService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def boom(name: str) -> None:
+        raise AssertionError(f"library read for preset {name}")
+
+    monkeypatch.setattr(service.library, "get", boom)  # a store read (or Redis trip) per request
+    assert speak(service, "preset only").cache == "MISS"
+    assert speak(service, "preset only").cache == "HIT"
