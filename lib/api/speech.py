@@ -218,9 +218,6 @@ def speech_router(service: TTSService) -> APIRouter:
         voice = body.voice.id if isinstance(body.voice, VoiceRef) else body.voice
         if not voice.strip():
             raise ValidationError("voice: is empty; give a saved or preset voice name (GET /api/voices)")
-        if not service.is_preset(voice.strip()) and service.library.get(voice.strip()) is None:
-            known = ", ".join(v["name"] for v in service.list_voices()) or "none"
-            raise NotFoundError(f"voice: no saved or preset voice named {voice[:64]!r}; available: {known}")
         fmt = "wav" if body.response_format == "pcm" else body.response_format
         req = TTSRequest(
             text=body.input, voice=voice, style=body.style or body.instructions or "",
