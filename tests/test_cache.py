@@ -579,3 +579,15 @@ def test_preset_voice_requests_never_consult_the_voice_library(
     monkeypatch.setattr(service.library, "get", boom)  # a store read (or Redis trip) per request
     assert speak(service, "preset only").cache == "MISS"
     assert speak(service, "preset only").cache == "HIT"
+
+
+def test_verify_removes_an_orphan_file_left_by_a_killed_writer(service: TTSService, tmp_path: Path) -> None:
+    speak(service, "a phrase long enough to be stored in a file of its own " * 6)
+    service.flush()
+    stored = next((tmp_path / "cache" / "audio").rglob("*.val"))
+    orphan = stored.with_name("0" * 28 + ".val")  # written, but its row was never committed
+    orphan.write_bytes(b"half an entry")
+    report = service.verify()
+    assert not orphan.exists() and stored.exists()
+    assert any("unknown file" in line for line in report["repairs"])
+    assert report["corrupt_removed"] == 0
