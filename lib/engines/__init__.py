@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lib.engines.base import MODES, PROMPT_SAMPLE_RATE, Engine, Synthesis, VoiceProfile
+from lib.engines.base import MODES, PROMPT_SAMPLE_RATE, Engine, Synthesis, VoiceConverter, VoiceProfile
 from lib.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -20,6 +20,7 @@ __all__ = [
     "PROMPT_SAMPLE_RATE",
     "Engine",
     "Synthesis",
+    "VoiceConverter",
     "VoiceProfile",
     "create_engine",
 ]

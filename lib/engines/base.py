@@ -26,6 +26,7 @@ __all__ = [
     "PROMPT_SAMPLE_RATE",
     "Engine",
     "Synthesis",
+    "VoiceConverter",
     "VoiceProfile",
 ]
 
@@ -171,4 +172,19 @@ class Engine(Protocol):
 
     def close(self) -> None:
         """Release resources (threads, models)."""
+        ...
+
+
+@runtime_checkable
+class VoiceConverter(Protocol):
+    """An engine that can also *convert*: re-speak a recording in another voice
+    (speech to speech). Optional: the service offers the convert mode only when
+    ``isinstance(engine, VoiceConverter)``. The same determinism rule holds: the same
+    source, voice, seed and speed give bit-identical audio in any process."""
+
+    def convert(self, source_pcm: NDArray[Any], voice: VoiceProfile, *, seed: int, speed: float) -> Synthesis:
+        """Speak the words of ``source_pcm`` (mono int16 at :data:`PROMPT_SAMPLE_RATE`,
+        already checked like a prompt) in ``voice`` (a profile from ``extract_voice`` or
+        ``preset_voice``). Raises ``lib.errors.PromptAudioError`` when the source
+        cannot be converted (no speech)."""
         ...
