@@ -2,7 +2,7 @@
 """Fill the cache with the hot phrases before users ask for them (run at release time).
 
     preload_cache.py [--phrases FILE] [--config FILE] [--cache-dir DIR] [--workers N]
-                     [--dry-run] [--force] [--shared-url URL]
+                     [--dry-run] [--force] [--shared-url URL] [--engine NAME] [--model-dir DIR]
 
 Skips what is cached, shows a progress bar on stderr and ends with one summary line on
 stdout: ``preload: N phrases, G generated, C already cached, F failed in T s``.
@@ -17,7 +17,6 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 __all__ = ["main"]
@@ -28,24 +27,24 @@ EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    from lib.cli import add_config_flags
+
     parser = argparse.ArgumentParser(prog="preload_cache.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--phrases", default="hot_phrases.json", help="phrase list (default: hot_phrases.json)")
-    parser.add_argument("--config", help="config file (default: config.yaml if present)")
-    parser.add_argument("--cache-dir", help="cache directory (overrides cache.dir)")
+    add_config_flags(parser)
     parser.add_argument("--workers", type=int, default=1, help="requests in parallel (default: 1)")
     parser.add_argument("--dry-run", action="store_true", help="only count what would be generated")
     parser.add_argument("--force", action="store_true", help="regenerate phrases that are already cached")
-    parser.add_argument("--shared-url", help="redis:// URL of the shared cache tier (overrides cache.shared_url)")
-    parser.add_argument("--engine", help=argparse.SUPPRESS)  # for tests and benchmarks
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    from lib.config import load_config
+    from lib.cli import config_from_args
     from lib.errors import TTSError
-    from lib.phrases import PreloadReport, expand, load_phrases, preload
+    from lib.phrases import expand, load_phrases
+    from lib.preload import PreloadReport, preload
     from lib.service import TTSService
 
     if args.workers < 1:
@@ -53,11 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INVALID
     try:
         requests = expand(load_phrases(args.phrases))
-        config_path = args.config or ("config.yaml" if Path("config.yaml").is_file() else None)
-        config = load_config(
-            config_path,
-            overrides={"cache.dir": args.cache_dir, "cache.shared_url": args.shared_url, "engine": args.engine},
-        )
+        config = config_from_args(args)
     except TTSError as exc:
         print(f"preload: {exc}", file=sys.stderr)
         return EXIT_INVALID

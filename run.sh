@@ -52,20 +52,6 @@ install_requirements() {
     echo "$digest" >"$stamp"
 }
 
-# The webui.py flags that preload_cache.py shares, picked out of "$@".
-preload_args=()
-pick_shared_flags() {
-    while [ $# -gt 0 ]; do
-        case "$1" in
-            --config|--cache-dir|--engine|--shared-url)
-                [ $# -ge 2 ] && preload_args+=("$1" "$2") && shift ;;
-            --config=*|--cache-dir=*|--engine=*|--shared-url=*)
-                preload_args+=("$1") ;;
-        esac
-        shift
-    done
-}
-
 # The CosyVoice stack (torch CPU + CosyVoice code) for its integration tests, installed
 # into .venv, again only when its requirements or install script change.
 install_cosyvoice() {
@@ -105,27 +91,21 @@ if [ "${1:-}" = test ]; then
 fi
 
 install_requirements requirements.txt
-pick_shared_flags "$@"
 
-# The cache directory as the app will see it (config file, TTS_* variables, flags).
-cache_dir=$("$VPY" - "${preload_args[@]}" <<'PY'
-import argparse, pathlib, sys
-from lib.config import load_config
-p = argparse.ArgumentParser()
-for flag in ("--config", "--cache-dir", "--engine", "--shared-url"):
-    p.add_argument(flag)
-a = p.parse_args(sys.argv[1:])
-path = a.config or ("config.yaml" if pathlib.Path("config.yaml").is_file() else None)
-print(load_config(path, overrides={"cache.dir": a.cache_dir}).cache.dir)
-PY
-) || { log "the configuration is invalid (see above)"; exit 2; }
-mkdir -p -- "$cache_dir"
-chmod 700 -- "$cache_dir"
+# Creates the cache directory the app will use (config file, TTS_* variables, flags;
+# mode 0700) and picks out the flags that preload_cache.py shares (lib/cli.py lists them).
+preload_args=()
+flags_file=$(mktemp)
+trap 'rm -f "$flags_file"' EXIT
+"$VPY" -m lib.cli prepare "$@" >"$flags_file" || { log "the configuration is invalid (see above)"; exit 2; }
+mapfile -d '' preload_args <"$flags_file"
+rm -f "$flags_file"
+trap - EXIT
 
 if [ "${TTS_SKIP_PRELOAD:-}" = 1 ]; then
     log "TTS_SKIP_PRELOAD=1: not preloading"
 elif [ -f hot_phrases.json ]; then
-    log "preloading hot_phrases.json into $cache_dir"
+    log "preloading hot_phrases.json"
     if ! "$VPY" preload_cache.py --phrases hot_phrases.json "${preload_args[@]}"; then
         log "warning: the preload did not finish cleanly; starting the UI anyway (run preload_cache.py again later)"
     fi

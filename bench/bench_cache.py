@@ -20,9 +20,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from lib.cache.entry import CachedAudio, pack
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.entry import CachedAudio, pack
 from lib.request import TTSRequest
 from lib.service import TTSService
 

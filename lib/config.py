@@ -22,6 +22,7 @@ import yaml
 from lib.errors import ConfigError
 
 __all__ = [
+    "ENGINE_NAMES",
     "AppConfig",
     "BuiltinConfig",
     "CacheConfig",
@@ -30,11 +31,16 @@ __all__ = [
     "ServerConfig",
     "TextConfig",
     "VoicesConfig",
+    "default_config_path",
     "load_config",
     "parse_size",
 ]
 
 ENV_PREFIX = "TTS_"
+
+#: Engines selectable with ``engine:`` in config.yaml or ``--engine`` (built by
+#: :func:`lib.engines.create_engine`). ``tone`` is the deterministic test double.
+ENGINE_NAMES = ("builtin", "cosyvoice", "tone")
 
 
 @dataclass(frozen=True)
@@ -210,6 +216,19 @@ def parse_size(value: str | int, key: str = "size") -> int:
     return int(float(match.group(1)) * _SIZE_UNITS[unit])
 
 
+#: The configuration file used when none is named: ``config.yaml`` in the working
+#: directory, if there is one.
+DEFAULT_CONFIG = "config.yaml"
+
+
+def default_config_path(named: str | os.PathLike[str] | None = None) -> str | os.PathLike[str] | None:
+    """``named`` if given, else ``config.yaml`` when it exists in the working
+    directory, else None (built-in defaults and ``TTS_*`` variables only)."""
+    if named is not None:
+        return named
+    return DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None
+
+
 def load_config(
     path: str | os.PathLike[str] | None = None,
     *,
@@ -332,8 +351,6 @@ def _coerce(hint: Any, value: Any, key: str) -> Any:
 
 def _check(config: AppConfig) -> None:
     """Cross-field and range checks; each message names its key."""
-    from lib.engines import ENGINE_NAMES
-
     c = config.cache
     rules: list[tuple[bool, str]] = [
         (config.engine in ENGINE_NAMES, f"engine: must be one of {', '.join(ENGINE_NAMES)}, got {config.engine!r}"),

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "ConflictError",
     "EngineError",
     "EngineUnavailableError",
+    "ForbiddenError",
     "NotAudioError",
     "NotFoundError",
     "PayloadTooLargeError",
     "PromptAudioError",
+    "StoreUnavailableError",
     "TTSError",
+    "UnauthorizedError",
     "ValidationError",
 ]
 
@@ -56,6 +60,32 @@ class NotFoundError(TTSError):
     """A named voice, cache key or other resource does not exist (HTTP 404)."""
 
     http_status = 404
+
+
+class ConflictError(TTSError):
+    """The request collides with what exists, e.g. saving over a voice's name (HTTP 409)."""
+
+    http_status = 409
+
+
+class UnauthorizedError(TTSError):
+    """The action needs the admin token and none was given (HTTP 401)."""
+
+    http_status = 401
+
+
+class ForbiddenError(TTSError):
+    """The caller may not do this: wrong token, or a remote client while no token is
+    configured (HTTP 403)."""
+
+    http_status = 403
+
+
+class StoreUnavailableError(TTSError):
+    """A store that must write (the voice library) cannot, e.g. a full or read-only
+    disk (HTTP 503); nothing was changed."""
+
+    http_status = 503
 
 
 class EngineError(TTSError):

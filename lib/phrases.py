@@ -22,8 +22,8 @@ phrase has ``text`` and ``voice``, and optionally ``style``, ``seed``, ``speed``
 lists ``seeds`` and ``styles``, which expand the phrase into one request per seed and
 style (their product when both are given). Every error names the entry and the field.
 
-:func:`preload` runs the expanded requests through the service, skipping what is
-cached; it is used by ``preload_cache.py`` and the web UI's Preload tab.
+:func:`lib.preload.preload` runs the expanded requests through the service, skipping
+what is cached; it is used by ``preload_cache.py`` and the web UI's Preload tab.
 """
 
 from __future__ import annotations
@@ -31,30 +31,23 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import threading
-import time
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from lib.errors import TTSError, ValidationError
-from lib.request import MAX_SEED, MAX_SPEED, MIN_SPEED, TTSRequest
+from lib.errors import ValidationError
+from lib.request import TTSRequest
 from lib.textnorm import cut_text
-
-if TYPE_CHECKING:
-    from lib.service import TTSService
+from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED, check_seed, check_speed
 
 __all__ = [
+    "SCHEMA_VERSION",
     "PhraseFileError",
     "PhraseRequest",
-    "PreloadReport",
     "expand",
-    "export_phrases",
     "load_phrases",
     "parse_phrases",
-    "preload",
 ]
 
 _LOGGER = logging.getLogger(__name__)
@@ -198,17 +191,27 @@ def _phrase(where: str, spec: Any, voices: Mapping[str, _Voice], source: str) ->
             raise PhraseFileError(f"{source}: {label}: field {many!r}: give {single!r} or {many!r}, not both")
     seeds = _list(spec, "seeds", source, label) if "seeds" in spec else [spec.get("seed", 0)]
     for seed in seeds:
-        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-            name = "seeds" if "seeds" in spec else "seed"
-            raise PhraseFileError(f"{source}: {label}: field {name!r}: {seed!r} is not a whole number 0..{MAX_SEED}")
+        name = "seeds" if "seeds" in spec else "seed"
+        try:
+            if isinstance(seed, float):
+                raise ValidationError("a float")
+            check_seed(seed, name)
+        except ValidationError:
+            raise PhraseFileError(
+                f"{source}: {label}: field {name!r}: {seed!r} is not a whole number 0..{MAX_SEED}"
+            ) from None
     styles = _list(spec, "styles", source, label) if "styles" in spec else [spec.get("style", "")]
     for style in styles:
         if not isinstance(style, str):
             name = "styles" if "styles" in spec else "style"
             raise PhraseFileError(f"{source}: {label}: field {name!r}: {style!r} is not text")
     speed = spec.get("speed", 1.0)
-    if isinstance(speed, bool) or not isinstance(speed, (int, float)) or not MIN_SPEED <= speed <= MAX_SPEED:
-        raise PhraseFileError(f'{source}: {label}: field "speed": {speed!r} is not a number {MIN_SPEED}..{MAX_SPEED}')
+    try:
+        check_speed(speed)
+    except ValidationError:
+        raise PhraseFileError(
+            f'{source}: {label}: field "speed": {speed!r} is not a number {MIN_SPEED}..{MAX_SPEED}'
+        ) from None
     voice = voices[voice_name]
     return [
         PhraseRequest(where, text, voice.preset, voice.prompt_audio, voice.prompt_text, style, int(seed), float(speed))
@@ -221,123 +224,3 @@ def _list(spec: Mapping[str, Any], name: str, source: str, label: str) -> list[A
     if not isinstance(value, list) or not value:
         raise PhraseFileError(f"{source}: {label}: field {name!r}: must be a non-empty list")
     return value
-
-
-# --- preload -----------------------------------------------------------------------------
-
-
-@dataclass
-class PreloadReport:
-    """What a preload did. ``total == generated + cached + failed``."""
-
-    total: int = 0
-    generated: int = 0
-    cached: int = 0
-    failed: int = 0
-    seconds: float = 0.0
-    failures: list[tuple[str, str]] = field(default_factory=list)
-    """(entry, message) of each failed request."""
-    dry_run: bool = False
-
-    def summary(self) -> str:
-        return (
-            f"preload: {self.total} phrases, {self.generated} generated, {self.cached} already cached, "
-            f"{self.failed} failed in {self.seconds:.1f} s"
-        )
-
-
-def preload(
-    service: TTSService,
-    requests: list[PhraseRequest],
-    *,
-    workers: int = 1,
-    force: bool = False,
-    dry_run: bool = False,
-    on_done: Callable[[PreloadReport], None] | None = None,
-) -> PreloadReport:
-    """Make sure every request is cached. Cached ones are skipped (``force``
-    regenerates them); ``dry_run`` only counts what would be generated. ``on_done`` is
-    called after each request (progress). Safe beside a serving process: the service
-    runs each key once across processes, and a killed run leaves only whole entries."""
-    if workers < 1:
-        raise ValidationError("workers: must be at least 1")
-    report = PreloadReport(total=0, dry_run=dry_run)
-    lock = threading.Lock()
-    started = time.perf_counter()
-
-    def one(item: PhraseRequest) -> None:
-        outcome, message = _preload_one(service, item, force=force, dry_run=dry_run)
-        with lock:
-            report.total += 1
-            if outcome == "generated":
-                report.generated += 1
-            elif outcome == "cached":
-                report.cached += 1
-            else:
-                report.failed += 1
-                report.failures.append((item.entry, message))
-            report.seconds = time.perf_counter() - started
-            if on_done is not None:
-                on_done(report)
-
-    if workers == 1:
-        for item in requests:
-            one(item)
-    else:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preload") as pool:
-            try:
-                for future in [pool.submit(one, item) for item in requests]:
-                    future.result()
-            except BaseException:  # Ctrl-C: drop what has not started, let running ones end
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
-    report.seconds = time.perf_counter() - started
-    return report
-
-
-def _preload_one(service: TTSService, item: PhraseRequest, *, force: bool, dry_run: bool) -> tuple[str, str]:
-    try:
-        request = item.request()
-        key = service.resolve(request).key
-        if not force and service.lookup(key) is not None:
-            return "cached", ""
-        if dry_run:
-            return "generated", ""
-        if force:
-            service.forget(key)
-        result = service.synthesise(request)
-    except TTSError as exc:
-        return "failed", str(exc)
-    # HIT here means another process (the UI, a second preload) made it meanwhile.
-    return ("generated", "") if result.cache == "MISS" else ("cached", "")
-
-
-# --- export ------------------------------------------------------------------------------
-
-
-def export_phrases(service: TTSService, top: int = 50) -> tuple[dict[str, Any], list[str]]:
-    """The most requested phrases as a ``hot_phrases.json`` document, and notes on
-    the rows that could not be exported (an unsaved uploaded prompt, or settings other
-    than the defaults, which the statistics do not keep). Each exported phrase is
-    checked: it resolves to exactly the key that was requested."""
-    saved = {v["fingerprint"]: v["name"] for v in service.list_voices() if v.get("fingerprint")}
-    voices: dict[str, dict[str, str]] = {}
-    phrases: list[dict[str, Any]] = []
-    notes: list[str] = []
-    for row in service.snapshot(top)["top_requested"]:
-        text, voice_id, key = str(row.get("text", "")), str(row.get("voice", "")), str(row["key"])
-        name = voice_id[len("preset:") :] if voice_id.startswith("preset:") else saved.get(voice_id)
-        if not text or name is None:
-            notes.append(f"{key}: its voice is an uploaded prompt that is not saved; save the voice first")
-            continue
-        try:
-            matches = service.resolve(TTSRequest(text=text, voice=name)).key == key
-        except TTSError as exc:
-            notes.append(f"{key}: {exc}")
-            continue
-        if not matches:
-            notes.append(f"{key} ({cut_text(text)!r}): made with a seed, style or speed other than the defaults")
-            continue
-        voices.setdefault(name, {"preset": name})
-        phrases.append({"text": text, "voice": name})
-    return {"version": SCHEMA_VERSION, "voices": voices, "phrases": phrases}, notes

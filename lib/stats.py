@@ -16,7 +16,7 @@ from typing import Any
 
 import diskcache
 
-from lib.diskutil import open_cache
+from lib.cache.diskutil import open_cache
 
 __all__ = ["COUNTERS", "Stats"]
 

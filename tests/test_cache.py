@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from lib.cache.entry import CachedAudio
+from lib.cache.store import directory_bytes
 from lib.config import AppConfig, load_config
 from lib.engines.tone import ToneEngine
-from lib.entry import CachedAudio
 from lib.errors import EngineError, NotAudioError, NotFoundError, PromptAudioError, ValidationError
 from lib.request import TTSRequest
 from lib.service import TTSService, synthesise_with_cache
-from lib.store import directory_bytes
 
 TESTDATA = Path(
     os.environ.get("TTS_TESTDATA_DIR") or Path(__file__).resolve().parents[1].parent / "shared" / "testdata" / "voices"
@@ -391,9 +391,9 @@ def test_read_only_cache_directory_still_serves(tmp_path: Path) -> None:
 
 
 def test_cache_recovers_when_directory_appears(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import lib.store
+    import lib.cache.store
 
-    monkeypatch.setattr(lib.store, "_REOPEN_AFTER", 0.0)
+    monkeypatch.setattr(lib.cache.store, "_REOPEN_AFTER", 0.0)
     blocker = tmp_path / "later"
     blocker.write_text("in the way")
     svc = TTSService(make_config(blocker), ToneEngine())
@@ -440,7 +440,7 @@ import sys, threading, time
 sys.path.insert(0, sys.argv[1])
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.entry import CachedAudio
+from lib.cache.entry import CachedAudio
 from lib.service import TTSService, synthesise_with_cache
 engine = ToneEngine(delay=0.5)
 overrides = {"engine": "tone", "cache.dir": sys.argv[2], "voices.prewarm": False}
@@ -534,7 +534,7 @@ def test_voice_library_round_trip(service: TTSService, engine: ToneEngine) -> No
 
 
 def test_flac_round_trip_is_bit_exact() -> None:
-    from lib.entry import pack, unpack
+    from lib.cache.entry import pack, unpack
 
     rng = np.random.default_rng(7)
     pcm = rng.integers(-32768, 32767, size=22_050 * 3, dtype=np.int16)  # noise: the hardest case for FLAC

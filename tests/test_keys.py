@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from lib.keys import KEY_RE, KeyFields, cache_key, model_tag
+from lib.cache.keys import KEY_RE, KeyFields, cache_key, model_tag
 
 BASE = KeyFields(
     engine="builtin",

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from redis_server import RedisServer, require_redis_server
 
-from lib.entry import unpack
+from lib.cache.entry import unpack
 
 HERE = Path(__file__).resolve().parent
 VOICES = Path(os.environ.get("TTS_TESTDATA_DIR") or HERE.parents[1] / "shared" / "testdata" / "voices")

@@ -21,15 +21,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis_server import RedisServer, free_port, require_redis_server
 
+from lib.cache.entry import CachedAudio, pack, unpack
+from lib.cache.leases import DiskLeases
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.entry import CachedAudio, pack, unpack
 from lib.errors import ConfigError, NotFoundError
 from lib.request import TTSRequest
 from lib.service import TTSService
-from lib.shared import CorruptValueError, RedisLeases, SharedTier, status_markdown
+from lib.shared import CorruptValueError, RedisLeases, SharedTier
 from lib.shared.codec import decode_voice, encode_voice
-from lib.singleflight import DiskLeases
+from lib.ui.shared_status import status_markdown
 
 KEY = "0123456789abcdef0123456789abcdef"
 
@@ -357,7 +358,7 @@ def test_two_services_share_results_and_clear(tmp_path: Path, server: RedisServe
 def test_a_voice_deleted_on_one_service_disappears_on_the_other(
     tmp_path: Path, server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lib.voices import VoiceLibrary
+    from lib.voices.library import VoiceLibrary
 
     monkeypatch.setattr(VoiceLibrary, "SHARED_FRESH_SECONDS", 0.2)
     a, b = _service(tmp_path / "a", server.url), _service(tmp_path / "b", server.url)

@@ -23,6 +23,7 @@ from lib.errors import ValidationError
 from lib.phrases import load_phrases
 from lib.request import TTSRequest
 from lib.service import TTSService
+from lib.ui.views import hit_rate_frame
 
 
 @pytest.fixture
@@ -102,10 +103,10 @@ def test_save_voice_then_synthesise_in_it_then_delete(client: Client, service: T
     assert "desk" in [v["name"] for v in service.list_voices() if v["kind"] == "saved"]
     _, badge, _ = _synth(client, mode="cross_lingual", voice="desk", text="Customer A023, counter 3.")
     assert 'data-cache="MISS"' in badge
-    client.predict("desk", api_name="/delete_voice")
+    client.predict("desk", "", api_name="/delete_voice")
     assert "desk" not in [v["name"] for v in service.list_voices()]
     with pytest.raises(Exception, match="no saved voice named"):
-        client.predict("desk", api_name="/delete_voice")
+        client.predict("desk", "", api_name="/delete_voice")
 
 
 def test_admin_actions_need_confirmation(client: Client, service: TTSService) -> None:
@@ -190,7 +191,7 @@ def test_build_request_maps_modes_to_voice_fields() -> None:
 
 def test_hit_rate_frame_is_a_rolling_rate() -> None:
     samples = [(1.0, "miss", 0.1), (2.0, "hit", 0.001), (3.0, "bypass", 0.1), (4.0, "hit", 0.001)]
-    frame = webui.hit_rate_frame(samples, window=2)
+    frame = hit_rate_frame(samples, window=2)
     assert list(frame["hit_rate"]) == [0.0, 50.0, 100.0]
 
 
@@ -203,12 +204,22 @@ def test_importing_webui_has_no_side_effects(tmp_path: Path) -> None:
     assert out.stdout.strip() == "1"  # no server or worker threads
 
 
-def test_admin_refusal_rules() -> None:
-    from webui import admin_refusal
+def test_admin_rule_is_the_access_policy() -> None:
+    from lib.access import AccessPolicy, Action, check
+    from lib.errors import ForbiddenError, UnauthorizedError
 
-    assert admin_refusal("", "", "127.0.0.1", "TTS_ADMIN_TOKEN") is None
-    assert admin_refusal("", "", "::1", "TTS_ADMIN_TOKEN") is None
-    assert "another machine" in (admin_refusal("", "", "192.0.2.7", "TTS_ADMIN_TOKEN") or "")
-    assert "another machine" in (admin_refusal("", "", "", "TTS_ADMIN_TOKEN") or "")
-    assert admin_refusal("s3cret", "s3cret", "192.0.2.7", "TTS_ADMIN_TOKEN") is None
-    assert "wrong or missing" in (admin_refusal("s3cret", "nope", "127.0.0.1", "TTS_ADMIN_TOKEN") or "")
+    def refusal(token: str, given: str, client: str) -> str | None:
+        caller = AccessPolicy("TTS_ADMIN_TOKEN", token=token).caller(origin="ui", client_host=client, token=given)
+        try:
+            check(caller, Action.ADMIN)
+        except (ForbiddenError, UnauthorizedError) as exc:
+            return str(exc)
+        return None
+
+    assert refusal("", "", "127.0.0.1") is None
+    assert refusal("", "", "::1") is None
+    assert "another machine" in (refusal("", "", "192.0.2.7") or "")
+    assert "another machine" in (refusal("", "", "") or "")
+    assert refusal("s3cret", "s3cret", "192.0.2.7") is None
+    assert "token is wrong" in (refusal("s3cret", "nope", "127.0.0.1") or "")
+    assert "send the admin token" in (refusal("s3cret", "", "127.0.0.1") or "")

@@ -10,16 +10,13 @@ import argparse
 import logging
 import sys
 
+from lib.cli import add_config_flags, config_from_args
 from lib.errors import TTSError
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lib.api", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", help="config.yaml to read (default: none, built-in defaults + TTS_* variables)")
-    parser.add_argument("--host", help="interface to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="TCP port (default 7860)")
-    parser.add_argument("--cache-dir", help="cache directory (cache.dir)")
-    parser.add_argument("--engine", help="builtin, cosyvoice or tone")
+    add_config_flags(parser, server=True)
     parser.add_argument("--log-level", default="info", help="debug, info, warning")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -27,15 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     from lib.api import create_app
-    from lib.config import load_config
     from lib.service import TTSService
 
     try:
-        config = load_config(
-            args.config,
-            overrides={"server.host": args.host, "server.port": args.port, "cache.dir": args.cache_dir,
-                       "engine": args.engine},
-        )  # fmt: skip
+        config = config_from_args(args)
         service = TTSService(config)
     except TTSError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,16 +1,15 @@
 """Voices, cache statistics and administration, metrics and health.
 
-Admin actions (clearing, verifying, deleting a voice) need ``Authorization: Bearer
-<token>`` when a token is configured. The token comes from the environment variable
-named by ``server.admin_token_env`` (default ``TTS_ADMIN_TOKEN``), never from a file
-in the repository. With no token configured they are served to loopback clients only:
-behind a reverse proxy on the same host every client looks local, so set a token there.
+Who may do what is decided by the service (:mod:`lib.access`); this module only tells
+it who is calling: the bearer token (``Authorization: Bearer <token>``) and the client
+address. The token comes from the environment variable named by
+``server.admin_token_env`` (default ``TTS_ADMIN_TOKEN``), never from a file in the
+repository. With no token configured, admin actions are served to loopback clients
+only: behind a reverse proxy on the same host every client looks local, so set a token.
 """
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import logging
 from typing import Annotated, Any
 
@@ -20,7 +19,8 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
-from lib.errors import EngineUnavailableError, PayloadTooLargeError, TTSError, ValidationError
+from lib.access import AccessPolicy, Caller
+from lib.errors import EngineUnavailableError, PayloadTooLargeError, ValidationError
 from lib.metrics import CONTENT_TYPE
 from lib.service import TTSService
 from lib.textnorm import cut_text
@@ -28,7 +28,7 @@ from lib.textnorm import cut_text
 from .errors import ERROR_RESPONSES
 from .http import too_large_message
 
-__all__ = ["ClearRequest", "admin_router", "is_loopback"]
+__all__ = ["CallerDep", "ClearRequest", "admin_router", "request_caller"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ _ADMIN_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "Admin token missing", "content": ERROR_RESPONSES[400]["content"]},
     403: {"description": "Admin token wrong, or no token configured and the client is not local"},
 }
+_CONFLICT: dict[str, Any] = {"description": "A voice is saved under this name (send replace=true as the admin)"}
 
 
 class ClearRequest(BaseModel):
@@ -50,41 +51,24 @@ class ClearRequest(BaseModel):
     expired_only: bool = Field(False, description="Remove expired entries only")
 
 
-class AdminAuth:
-    """The admin check, as a FastAPI dependency."""
-
-    def __init__(self, token: str | None, env_name: str) -> None:
-        self.token = token or None
-        self.env_name = env_name
-
-    async def __call__(
-        self, request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-    ) -> None:
-        if self.token is None:
-            host = request.client.host if request.client else ""
-            if not is_loopback(host):
-                raise _Forbidden(
-                    f"admin endpoints are refused to remote clients when no admin token is configured; "
-                    f"set {self.env_name} on the server and send 'Authorization: Bearer <token>'"
-                )
-            return
-        if credentials is None or credentials.scheme.lower() != "bearer":
-            raise _Unauthorized("this admin endpoint needs 'Authorization: Bearer <token>'")
-        if not hmac.compare_digest(credentials.credentials.encode(), self.token.encode()):
-            raise _Forbidden("the admin token is wrong; use the value of the server's admin token variable")
+async def request_caller(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Caller:
+    """A FastAPI dependency: who sent this request (its bearer token, if any, and its
+    address), as the service's access policy sees it."""
+    token = credentials.credentials if credentials is not None else None
+    if token is None and request.headers.get("authorization"):
+        token = request.headers["authorization"]  # not a bearer token: counts as a wrong one
+    host = request.client.host if request.client else None
+    policy: AccessPolicy = request.app.state.service.access
+    return policy.caller(origin="http", client_host=host, token=token)
 
 
-class _Unauthorized(TTSError):
-    http_status = 401
+CallerDep = Annotated[Caller, Depends(request_caller)]
 
 
-class _Forbidden(TTSError):
-    http_status = 403
-
-
-def admin_router(service: TTSService, admin_token: str | None) -> APIRouter:
+def admin_router(service: TTSService) -> APIRouter:
     router = APIRouter()
-    admin = Depends(AdminAuth(admin_token, service.config.server.admin_token_env))
     upload_limit = service.config.prompt.max_upload_bytes
 
     @router.get("/api/voices", tags=["voices"], summary="Saved and preset voices")
@@ -93,63 +77,70 @@ def admin_router(service: TTSService, admin_token: str | None) -> APIRouter:
 
     @router.post(
         "/api/voices", tags=["voices"], summary="Save a prompt as a named voice", status_code=201,
-        responses={k: v for k, v in ERROR_RESPONSES.items() if k != 503},
+        responses={**{k: v for k, v in ERROR_RESPONSES.items() if k != 503}, 409: _CONFLICT, **_ADMIN_RESPONSES},
     )  # fmt: skip
     async def save_voice(
+        caller: CallerDep,
         name: Annotated[str, Form(description="1-64 letters, digits, spaces, '.', '-' or '_'")],
         prompt_audio: Annotated[UploadFile, File(description="Prompt voice recording, 1-30 s")],
         prompt_text: Annotated[str, Form(description="Transcript of the prompt, for zero-shot cloning")] = "",
+        replace: Annotated[
+            bool, Form(description="Replace the voice saved under this name (admin); without it a taken name is 409")
+        ] = False,
     ) -> dict[str, Any]:
         if prompt_audio.size is not None and prompt_audio.size > upload_limit:
             raise PayloadTooLargeError(too_large_message(upload_limit))
         audio = await prompt_audio.read()
         if not audio:
             raise ValidationError("prompt_audio: the uploaded file is empty; upload a recording of speech")
-        saved = await to_thread.run_sync(service.save_voice, name, audio, prompt_text)
+        saved = await to_thread.run_sync(
+            lambda: service.save_voice(name, audio, prompt_text, replace=replace, caller=caller)
+        )
         _LOGGER.info("voice saved: %s", cut_text(name))
         return {"voice": saved}
 
     @router.delete(
         "/api/voices/{name}", tags=["voices", "admin"], summary="Delete a saved voice (admin)",
-        dependencies=[admin], responses={404: ERROR_RESPONSES[404], **_ADMIN_RESPONSES},
+        responses={404: ERROR_RESPONSES[404], **_ADMIN_RESPONSES},
     )  # fmt: skip
-    async def delete_voice(name: str) -> dict[str, Any]:
-        await to_thread.run_sync(service.delete_voice, name)
+    async def delete_voice(name: str, caller: CallerDep) -> dict[str, Any]:
+        await to_thread.run_sync(lambda: service.delete_voice(name, caller=caller))
         _LOGGER.info("voice deleted: %s", cut_text(name))
         return {"deleted": name}
 
-    @router.get("/api/cache/stats", tags=["cache"], summary="Cache statistics")
-    async def stats(top: int = 20) -> dict[str, Any]:
+    @router.get(
+        "/api/cache/stats", tags=["cache"],
+        summary="Cache statistics (the most requested texts for the admin only)",
+    )  # fmt: skip
+    async def stats(caller: CallerDep, top: int = 20) -> dict[str, Any]:
         if not 1 <= top <= 100:
             raise ValidationError("top: use 1 to 100")
-        snap = await to_thread.run_sync(service.snapshot, top)
-        for which in ("top_requested", "top_missed"):
-            snap[which] = [dict(row, text=cut_text(str(row.get("text", "")))) for row in snap.get(which, [])]
-        return snap
+        return await to_thread.run_sync(lambda: service.snapshot(top, caller=caller))
 
     @router.post(
         "/api/cache/clear", tags=["cache", "admin"], summary="Clear the cache, one tag, or expired entries (admin)",
-        dependencies=[admin], responses={400: ERROR_RESPONSES[400], **_ADMIN_RESPONSES},
+        responses={400: ERROR_RESPONSES[400], **_ADMIN_RESPONSES},
     )  # fmt: skip
-    async def clear(body: ClearRequest | None = None) -> dict[str, Any]:
+    async def clear(caller: CallerDep, body: ClearRequest | None = None) -> dict[str, Any]:
         body = body or ClearRequest(tag=None, expired_only=False)
         if body.tag is not None and body.expired_only:
             raise ValidationError("give tag or expired_only, not both")
         if body.tag is not None:
-            report = await to_thread.run_sync(service.evict, body.tag)
+            tag = body.tag
+            report = await to_thread.run_sync(lambda: service.evict(tag, caller=caller))
         elif body.expired_only:
-            report = await to_thread.run_sync(service.sweep_expired)
+            report = await to_thread.run_sync(lambda: service.sweep_expired(caller=caller))
         else:
-            report = await to_thread.run_sync(service.clear)
+            report = await to_thread.run_sync(lambda: service.clear(caller=caller))
         _LOGGER.warning("cache clear via API: %s", report)
         return report
 
     @router.post(
         "/api/cache/verify", tags=["cache", "admin"], summary="Check every entry; drop corrupt ones (admin)",
-        dependencies=[admin], responses=_ADMIN_RESPONSES,
+        responses=_ADMIN_RESPONSES,
     )  # fmt: skip
-    async def verify() -> dict[str, Any]:
-        return await to_thread.run_sync(service.verify)
+    async def verify(caller: CallerDep) -> dict[str, Any]:
+        return await to_thread.run_sync(lambda: service.verify(caller=caller))
 
     @router.get(
         "/metrics", tags=["operations"], summary="Prometheus metrics (tts_*)", response_class=Response,
@@ -176,14 +167,3 @@ def admin_router(service: TTSService, admin_token: str | None) -> APIRouter:
         return JSONResponse(health)
 
     return router
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (a client address) is on this machine's loopback."""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped.is_loopback
-    return address.is_loopback

@@ -6,7 +6,6 @@ the same app (one process, one port); ``python -m lib.api`` serves the API alone
 
 from __future__ import annotations
 
-import os
 import time
 import weakref
 from typing import Any
@@ -15,6 +14,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from lib.access import AccessPolicy
 from lib.service import TTSService
 
 from .admin import admin_router
@@ -44,10 +44,11 @@ def create_app(service: TTSService, *, admin_token: Any = _ENV) -> FastAPI:
     """The HTTP API over ``service``.
 
     ``admin_token`` defaults to the environment variable named by
-    ``service.config.server.admin_token_env``; pass a string (or None) to override.
+    ``service.config.server.admin_token_env``; pass a string (or None: no token) to
+    set the service's access policy to that token instead.
     """
-    if admin_token is _ENV:
-        admin_token = os.environ.get(service.config.server.admin_token_env) or None
+    if admin_token is not _ENV:
+        service.access = AccessPolicy(service.config.server.admin_token_env, token=admin_token)
     app = FastAPI(
         title="Voice-cloning TTS cache API",
         version="1",
@@ -57,7 +58,7 @@ def create_app(service: TTSService, *, admin_token: Any = _ENV) -> FastAPI:
     )
     install_error_handlers(app)
     app.include_router(speech_router(service))
-    app.include_router(admin_router(service, admin_token))
+    app.include_router(admin_router(service))
     app.add_middleware(UploadLimit, limit=service.config.prompt.max_upload_bytes + _FORM_OVERHEAD)
     app.add_middleware(_HTTPMetrics, instruments=_instruments(service.metrics.registry))
     app.state.service = service

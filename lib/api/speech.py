@@ -20,9 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lib.audio import MIME_TYPES, encode
 from lib.errors import NotFoundError, PayloadTooLargeError, ValidationError
-from lib.request import MAX_SEED, MAX_SPEED, MIN_SPEED, TTSRequest
+from lib.request import TTSRequest
 from lib.results import SynthesisResult
 from lib.service import TTSService
+from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
 
 from .errors import ERROR_RESPONSES
 from .http import IMMUTABLE, etag_for, etag_matches, parse_range, too_large_message

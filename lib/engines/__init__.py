@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from lib.config import ENGINE_NAMES
 from lib.engines.base import MODES, PROMPT_SAMPLE_RATE, Engine, Synthesis, VoiceConverter, VoiceProfile
 from lib.errors import ConfigError
 
@@ -25,9 +26,6 @@ __all__ = [
     "create_engine",
 ]
 
-#: Engines selectable with ``engine:`` in config.yaml or ``--engine``.
-#: ``tone`` is the deterministic test double (a tone whose pitch follows the text).
-ENGINE_NAMES = ("builtin", "cosyvoice", "tone")
 
 
 def create_engine(config: AppConfig) -> Engine:

@@ -5,7 +5,7 @@ with ``redis-cli``, a damaged restore), so nothing is unpickled: values are a ma
 tag, a CRC-32 and a payload, and a voice record's payload is a JSON header plus the
 prompt's FLAC bytes. A value that fails any check raises :class:`CorruptValueError`.
 
-Audio entries need no wrapper: :func:`lib.entry.pack` already carries the key and a
+Audio entries need no wrapper: :func:`lib.cache.entry.pack` already carries the key and a
 checksum, and the shared tier stores exactly the bytes the disk tier stores.
 """
 

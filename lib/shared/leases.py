@@ -7,7 +7,7 @@ ran out cannot delete the next holder's). A replica that dies stops renewing, an
 lock is gone after at most one lease.
 
 :class:`SharedLeases` is what the service uses: Redis leases while the shared tier is
-up, the host's :class:`lib.singleflight.DiskLeases` while it is down, so a request
+up, the host's :class:`lib.cache.singleflight.DiskLeases` while it is down, so a request
 never fails because Redis did. Tokens carry their origin (``r:`` or ``l:``) so that
 renew and release go back to the store that granted them.
 """
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from lib.singleflight import Leases
+from lib.cache.leases import Leases
 
 if TYPE_CHECKING:
     from lib.shared.breaker import Breaker

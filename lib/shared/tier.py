@@ -2,7 +2,7 @@
 
 Key layout, all under a namespace prefix (``tts:`` by default)::
 
-    tts:a:<cache key>      packed audio entry (lib.entry.pack bytes), PX = the entry's TTL
+    tts:a:<cache key>      packed audio entry (lib.cache.entry.pack bytes), PX = the entry's TTL
     tts:p:<profile key>    voice profile (sealed VoiceProfile.to_bytes)
     tts:v:<voice name>     saved voice (sealed JSON header + FLAC)
     tts:voices             set of saved voice names
@@ -30,11 +30,11 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from lib.cache.leases import Leases
 from lib.errors import ConfigError
 from lib.shared.breaker import Breaker
 from lib.shared.codec import PROFILE_MAGIC, CorruptValueError, decode_voice, encode_voice, seal, unseal
 from lib.shared.leases import RedisLeases, SharedLeases
-from lib.singleflight import Leases
 
 __all__ = ["SharedTier"]
 

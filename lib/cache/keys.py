@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 
-__all__ = ["KEY_RE", "KEY_SCHEMA_VERSION", "KeyFields", "cache_key", "model_tag"]
+__all__ = ["KEY_RE", "KEY_SCHEMA_VERSION", "KeyFields", "cache_key", "model_tag", "voice_id"]
 
 KEY_SCHEMA_VERSION = 1
 
@@ -55,10 +55,24 @@ class KeyFields:
         ]
         return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
+    @property
+    def key(self) -> str:
+        """This request's cache key (:func:`cache_key`)."""
+        return cache_key(self)
+
 
 def cache_key(fields: KeyFields) -> str:
     """md5 hex of :meth:`KeyFields.canonical`."""
     return hashlib.md5(fields.canonical()).hexdigest()
+
+
+def voice_id(fingerprint: str | None, preset: str | None) -> str:
+    """The ``voice`` key field: the prompt's fingerprint, or ``preset:<name>``."""
+    if fingerprint is not None:
+        return fingerprint
+    if preset is None:
+        raise ValueError("a voice is a prompt fingerprint or a preset name")
+    return f"preset:{preset}"
 
 
 def model_tag(engine: str, model_version: str) -> str:

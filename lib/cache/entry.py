@@ -51,6 +51,26 @@ class CachedAudio:
     def nbytes(self) -> int:
         return len(self.wav) + 512
 
+    # TTL lives here and nowhere else: ``meta["expires"]`` is the unix time the entry
+    # stops being served (None: kept until evicted). Every tier and the HTTP layer ask
+    # these three methods.
+
+    @property
+    def expires(self) -> float | None:
+        value = self.meta.get("expires")
+        return None if value is None else float(value)
+
+    def remaining(self, now: float | None = None) -> float | None:
+        """Seconds this entry may still be served (>= 0), or None if it never expires."""
+        expires = self.expires
+        if expires is None:
+            return None
+        return max(0.0, expires - (time.time() if now is None else now))
+
+    def expired(self, now: float | None = None) -> bool:
+        remaining = self.remaining(now)
+        return remaining is not None and remaining <= 0.0
+
     @property
     def pcm(self) -> NDArray[Any]:
         """The int16 samples (a view of ``wav``, no copy)."""

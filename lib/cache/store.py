@@ -22,10 +22,10 @@ from typing import Any
 
 import diskcache
 
+from lib.cache.diskutil import open_cache
+from lib.cache.entry import CachedAudio, CorruptEntryError, pack, read_header, unpack
+from lib.cache.keys import KEY_RE
 from lib.config import CacheConfig
-from lib.diskutil import open_cache
-from lib.entry import CachedAudio, CorruptEntryError, pack, read_header, unpack
-from lib.keys import KEY_RE
 
 __all__ = ["AudioStore"]
 

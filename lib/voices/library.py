@@ -1,113 +1,31 @@
-"""Voices: the voice-profile cache and the named voice library.
-
-*Profiles* are what an engine extracts from prompt audio (the expensive, cacheable
-part). They are keyed by (prompt fingerprint, prompt text, engine, model version),
-kept in an in-memory LRU bounded in bytes and persisted in a private diskcache, so a
-voice is analysed once, not once per request or per restart.
-
-The *library* keeps named prompt voices (canonical PCM + transcript), private (0600),
-so that operators can pick "front-desk" instead of uploading the same file again. A
-saved voice behaves exactly like uploading its prompt: same fingerprint, same keys.
+"""The voice library: named prompt voices (canonical PCM + transcript), private
+(0600), so that operators can pick "front-desk" instead of uploading the same file
+again. A saved voice behaves exactly like uploading its prompt: same fingerprint, same
+keys.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import diskcache
 import numpy as np
 
 from lib.audio import PromptAudio, decode_flac, encode
-from lib.engines.base import PROMPT_SAMPLE_RATE, Engine, VoiceProfile
-from lib.errors import ValidationError
-from lib.lru import ByteLRU
+from lib.engines.base import PROMPT_SAMPLE_RATE
+from lib.errors import ConflictError, ValidationError
+from lib.voices.tiers import SharedVoices, read_tiers
 
-__all__ = ["NAME_RE", "SavedVoice", "VoiceLibrary", "VoiceProfiles"]
+__all__ = ["NAME_RE", "SavedVoice", "VoiceLibrary"]
 
 _LOGGER = logging.getLogger(__name__)
 
 #: Voice names: letters (any script), digits, space, dot, dash, underscore; 1-64 chars.
 NAME_RE = re.compile(r"^[\w][\w .\-]{0,63}$")
-
-
-class VoiceProfiles:
-    """Profile cache in front of ``engine.extract_voice``; concurrent requests for the
-    same new voice extract it once."""
-
-    def __init__(
-        self,
-        engine: Engine,
-        store: diskcache.Cache | None,
-        memory_bytes: int,
-        on_extract: Callable[[], None] = lambda: None,
-    ) -> None:
-        self.engine = engine
-        self._store = store
-        self._memory: ByteLRU[str, VoiceProfile] = ByteLRU(memory_bytes, lambda p: p.nbytes)
-        self._on_extract = on_extract
-        self._locks: dict[str, threading.Lock] = {}
-        self._locks_guard = threading.Lock()
-        self.shared: Any = None
-        """Optional shared tier (``lib.shared``) with ``get_profile``/``put_profile``."""
-
-    def key(self, fingerprint: str, prompt_text: str) -> str:
-        raw = f"{self.engine.name}\x00{self.engine.model_version}\x00{fingerprint}\x00{prompt_text}"
-        return hashlib.md5(raw.encode("utf-8")).hexdigest()
-
-    def get(self, prompt: PromptAudio, prompt_text: str) -> VoiceProfile:
-        """The profile for this prompt, extracting it only if no tier has it."""
-        key = self.key(prompt.fingerprint, prompt_text)
-        found = self._lookup(key)
-        if found is not None:
-            return found
-        with self._lock_for(key):
-            found = self._lookup(key)
-            if found is not None:
-                return found
-            started = time.perf_counter()
-            profile = self.engine.extract_voice(prompt.pcm, prompt_text)
-            self._on_extract()
-            _LOGGER.info("extracted voice %s in %.0f ms", prompt.fingerprint[:8], (time.perf_counter() - started) * 1e3)
-            self._memory.put(key, profile)
-            blob = profile.to_bytes()
-            if self._store is not None:
-                try:
-                    self._store.set(f"profile:{key}", blob)
-                except Exception as exc:
-                    _LOGGER.warning("cannot persist voice profile: %s", exc)
-            if self.shared is not None:
-                self.shared.put_profile(key, blob)
-            return profile
-
-    def _lookup(self, key: str) -> VoiceProfile | None:
-        found = self._memory.get(key)
-        if found is not None:
-            return found
-        shared_get = self.shared.get_profile if self.shared is not None else None
-        blob = _read_tiers(self._store, f"profile:{key}", shared_get, key)
-        if blob is None:
-            return None
-        try:
-            profile = VoiceProfile.from_bytes(blob)
-        except (ValueError, KeyError) as exc:
-            _LOGGER.warning("stored voice profile %s is damaged (%s); extracting again", key, exc)
-            return None
-        if profile.engine != self.engine.name or profile.model_version != self.engine.model_version:
-            return None
-        self._memory.put(key, profile)
-        return profile
-
-    def _lock_for(self, key: str) -> threading.Lock:
-        with self._locks_guard:
-            if len(self._locks) > 1024:
-                self._locks = {k: v for k, v in self._locks.items() if v.locked()}
-            return self._locks.setdefault(key, threading.Lock())
 
 
 class SavedVoice:
@@ -144,8 +62,7 @@ class VoiceLibrary:
         self._store = store
         self._memory: dict[str, tuple[SavedVoice, float]] = {}
         self._lock = threading.Lock()
-        self.shared: Any = None
-        """Optional shared tier with ``get_voice``/``put_voice``/``delete_voice``/``voice_names``."""
+        self.shared: SharedVoices | None = None
 
     def _remember(self, voice: SavedVoice) -> None:
         with self._lock:
@@ -169,8 +86,15 @@ class VoiceLibrary:
             )
         return clean
 
-    def save(self, name: str, prompt: PromptAudio, prompt_text: str) -> SavedVoice:
+    def exists(self, name: str) -> bool:
+        """Whether a voice is saved under ``name`` (in any tier)."""
+        return self.get(name) is not None
+
+    def save(self, name: str, prompt: PromptAudio, prompt_text: str, *, replace: bool = False) -> SavedVoice:
+        """Save ``name``; unless ``replace``, refuse (409) a name that exists."""
         name = self.check_name(name)
+        if not replace and self.exists(name):
+            raise ConflictError(taken_message(name))
         voice = SavedVoice(name, prompt, prompt_text, time.time())
         record = {
             "flac": encode(prompt.pcm, PROMPT_SAMPLE_RATE, "flac"),
@@ -181,7 +105,10 @@ class VoiceLibrary:
         if self._store is None and self.shared is None:
             raise ValidationError("the voice library is unavailable (cache directory not writable); fix cache.dir")
         if self._store is not None:
-            self._store.set(f"voice:{name}", record)
+            if replace:
+                self._store.set(f"voice:{name}", record)
+            elif not self._store.add(f"voice:{name}", record):  # atomic: two saves race, one wins
+                raise ConflictError(taken_message(name))
         if self.shared is not None:
             self.shared.put_voice(name, record)
         self._remember(voice)
@@ -193,7 +120,7 @@ class VoiceLibrary:
         if remembered is not None and self._fresh(remembered[1]):
             return remembered[0]
         shared_get = self.shared.get_voice if self.shared is not None else None
-        record = _read_tiers(self._store, f"voice:{name}", shared_get, name)
+        record = read_tiers(self._store, f"voice:{name}", shared_get, name)
         if record is None:
             return None
         voice = _from_record(name, record)
@@ -224,20 +151,11 @@ class VoiceLibrary:
         return removed
 
 
-def _read_tiers(
-    store: diskcache.Cache | None, local_key: str, shared_get: Callable[[str], Any] | None, shared_key: str
-) -> Any:
-    """The value from the local store, else from the shared tier; None if neither has it.
-    A failing local store is logged and skipped, never raised."""
-    value = None
-    if store is not None:
-        try:
-            value = store.get(local_key)
-        except Exception as exc:
-            _LOGGER.warning("cannot read %s from the voice store: %s", local_key, exc)
-    if value is None and shared_get is not None:
-        value = shared_get(shared_key)
-    return value
+def taken_message(name: str) -> str:
+    return (
+        f"voice name {name!r} is taken: choose another name, or (admin) replace it; "
+        "voice names are shared by every user"
+    )
 
 
 def _from_record(name: str, record: dict[str, Any]) -> SavedVoice | None:
@@ -253,5 +171,3 @@ def _from_record(name: str, record: dict[str, Any]) -> SavedVoice | None:
     except Exception as exc:
         _LOGGER.warning("saved voice %r is damaged (%s); ignored", name, exc)
         return None
-
-

@@ -1,0 +1,64 @@
+"""Administration of the cache: clear, evict by tag, sweep expired entries, verify,
+forget one key. Each operation reaches every tier it concerns and empties the memory
+tiers, so nothing removed is served again from this process.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from lib.access import LOCAL, Action, Caller, check
+from lib.cache.keys import KEY_RE
+from lib.cache.tiers import Tiers
+from lib.errors import ValidationError
+
+__all__ = ["Admin"]
+
+_LOGGER = logging.getLogger(__name__)
+
+
+class Admin:
+    """Admin operations over the tiers; each checks that its caller is the admin."""
+
+    def __init__(self, tiers: Tiers) -> None:
+        self.tiers = tiers
+
+    def clear(self, caller: Caller = LOCAL) -> dict[str, Any]:
+        check(caller, Action.ADMIN)
+        t = self.tiers
+        t.writer.flush()
+        removed = t.store.clear()
+        t.drop_memory()
+        shared = t.shared.clear() if t.shared is not None else 0
+        _LOGGER.warning("cache cleared: %d entries removed", removed)
+        return {"removed": removed, "shared_removed": shared}
+
+    def evict(self, tag: str, caller: Caller = LOCAL) -> dict[str, Any]:
+        check(caller, Action.ADMIN)
+        if not isinstance(tag, str) or not tag.strip() or len(tag) > 200:
+            raise ValidationError("tag: give engine:model_version or voice:<fingerprint>")
+        tag = tag.strip()
+        self.tiers.writer.flush()
+        removed = self.tiers.store.evict(tag)
+        self.tiers.drop_memory()
+        return {"tag": tag, "removed": removed}
+
+    def sweep_expired(self, caller: Caller = LOCAL) -> dict[str, Any]:
+        check(caller, Action.ADMIN)
+        self.tiers.writer.flush()
+        return {"expired_removed": self.tiers.store.expire()}
+
+    def verify(self, caller: Caller = LOCAL) -> dict[str, Any]:
+        check(caller, Action.ADMIN)
+        self.tiers.writer.flush()
+        report = self.tiers.store.verify()
+        self.tiers.drop_memory()
+        return report
+
+    def forget(self, key: str, caller: Caller = LOCAL) -> bool:
+        """Drop one entry from every tier (``preload_cache.py --force`` regenerates it)."""
+        check(caller, Action.FORCE)
+        if not KEY_RE.match(key):
+            raise ValidationError("key: must be 32 hexadecimal digits")
+        return self.tiers.forget(key)

@@ -1,0 +1,175 @@
+"""Leases: expiring per-key locks shared between processes (and, with the shared tier,
+between replicas), and the thread that renews the ones this process holds.
+
+A holder renews its lease every third of the lease time while the engine runs, so a
+live holder keeps its key and a dead one loses it after at most one lease.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+import diskcache
+
+from lib.cache.diskutil import open_cache
+
+__all__ = ["NO_LEASE", "DiskLeases", "Lease", "Leases", "Renewer"]
+
+_LOGGER = logging.getLogger(__name__)
+
+
+class Leases(Protocol):
+    """Expiring per-key locks shared between processes."""
+
+    def acquire(self, key: str, lease: float) -> str | None:
+        """A token if the lock was free (now taken), else None."""
+        ...
+
+    def renew(self, key: str, token: str, lease: float) -> bool:
+        """Extend our lock; False if it is no longer ours."""
+        ...
+
+    def release(self, key: str, token: str) -> None:
+        """Release our lock (never someone else's)."""
+        ...
+
+    def held(self, key: str) -> bool:
+        """Whether anyone holds the lock now."""
+        ...
+
+
+class DiskLeases:
+    """Leases in a diskcache beside the store (``<cache.dir>/locks``): atomic across
+    processes on one host through SQLite transactions."""
+
+    def __init__(self, directory: str) -> None:
+        self._cache: diskcache.Cache = open_cache(directory, eviction_policy="none", size_limit=2**40)
+
+    def acquire(self, key: str, lease: float) -> str | None:
+        token = secrets.token_hex(8)
+        # add() is atomic and treats an expired lock as absent.
+        return token if self._cache.add(key, token, expire=lease) else None
+
+    def renew(self, key: str, token: str, lease: float) -> bool:
+        with self._cache.transact():
+            if self._cache.get(key) != token:
+                return False
+            self._cache.set(key, token, expire=lease)
+            return True
+
+    def release(self, key: str, token: str) -> None:
+        with self._cache.transact():
+            if self._cache.get(key) == token:
+                self._cache.delete(key)
+
+    def held(self, key: str) -> bool:
+        return self._cache.get(key) is not None
+
+    def close(self) -> None:
+        self._cache.close()
+
+
+class Renewer:
+    """One daemon thread that renews every lease this process holds, every third of
+    the lease time, so a long synthesis keeps its lock and a dead process loses it."""
+
+    def __init__(self, leases: Leases, lease: float) -> None:
+        self._leases = leases
+        self._lease = lease
+        self._held: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def add(self, key: str, token: str) -> None:
+        with self._lock:
+            self._held[key] = token
+            if self._thread is None and not self._stopped:
+                self._thread = threading.Thread(target=self._loop, name="lease-renewer", daemon=True)
+                self._thread.start()
+
+    def remove(self, key: str) -> None:
+        with self._lock:
+            self._held.pop(key, None)
+
+    def stop(self) -> None:
+        """Stop renewing and join the thread (leases still held then simply expire)."""
+        with self._lock:
+            self._stopped = True
+            thread = self._thread
+        self._wake.set()
+        if thread is not None:
+            thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._wake.wait(self._lease / 3):
+            with self._lock:
+                held = list(self._held.items())
+            for key, token in held:
+                try:
+                    if not self._leases.renew(key, token, self._lease):
+                        _LOGGER.warning("lost the single-flight lease on %s (expired while running)", key)
+                except Exception:  # a broken lock store must not kill the thread
+                    _LOGGER.exception("could not renew the single-flight lease on %s", key)
+
+
+
+class Lease:
+    """A lease this process holds on one key, renewed until :meth:`release`.
+
+    Held by whoever makes the key's entry visible to other processes: the writer
+    thread releases it once the entry is on disk (and in the shared tier), so no other
+    process runs the engine for the key in between. :meth:`release` is idempotent and
+    safe from any thread.
+    """
+
+    __slots__ = ("_done", "_guard", "_leases", "_on_error", "_renewer", "key", "token")
+
+    def __init__(
+        self,
+        key: str,
+        token: str,
+        leases: Leases,
+        renewer: Renewer | None,
+        on_error: Callable[[BaseException], None],
+    ) -> None:
+        self.key = key
+        self.token = token
+        self._leases = leases
+        self._renewer = renewer
+        self._on_error = on_error
+        self._guard = threading.Lock()
+        self._done = False
+        if renewer is not None:
+            renewer.add(key, token)
+
+    def release(self) -> None:
+        with self._guard:
+            if self._done:
+                return
+            self._done = True
+        if self._renewer is not None:
+            self._renewer.remove(self.key)
+        try:
+            self._leases.release(self.key, self.token)
+        except Exception as exc:
+            self._on_error(exc)
+
+
+class _NoLease:
+    """Stands in for a lease where there is no lock store (bypass, or degraded)."""
+
+    key = ""
+    token = ""
+
+    def release(self) -> None:
+        return None
+
+
+#: The lease of a producer that holds none.
+NO_LEASE: Lease = _NoLease()  # type: ignore[assignment]

@@ -1,0 +1,153 @@
+"""The lookup chain memory -> disk -> shared, and where new entries go.
+
+A hit found in a lower tier is copied into the faster ones (a shared-tier hit is
+verified by its checksum first). A new entry is put in memory at once and written to
+disk and to the shared tier by the writer thread, which then releases the key's
+single-flight lease. TTL comes from the entry itself (:meth:`CachedAudio.remaining`),
+so every tier expires it at the same moment.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from lib.audio import encode
+from lib.cache.entry import CachedAudio, CorruptEntryError, pack, unpack
+from lib.cache.keys import KEY_RE
+from lib.cache.leases import Lease
+from lib.cache.lru import ByteLRU
+from lib.cache.store import AudioStore
+from lib.cache.writer import Writer
+from lib.config import CacheConfig
+
+__all__ = ["SharedStore", "Tiers"]
+
+_LOGGER = logging.getLogger(__name__)
+
+
+class SharedStore(Protocol):
+    """What the tiers need of the shared (Redis) tier (``lib.shared.SharedTier``)."""
+
+    def get(self, key: str) -> bytes | None: ...
+
+    def put(self, key: str, blob: bytes, ttl: float | None = None) -> bool: ...
+
+    def corrupt(self, key: str, exc: BaseException) -> None: ...
+
+    def delete(self, key: str) -> bool: ...
+
+    def clear(self) -> int: ...
+
+
+class Tiers:
+    """Memory (ready-to-send WAV), disk (:class:`AudioStore`) and optionally shared."""
+
+    def __init__(self, config: CacheConfig, store: AudioStore, shared: SharedStore | None, writer: Writer) -> None:
+        self.store = store
+        self.shared = shared
+        self.writer = writer
+        self.memory: ByteLRU[str, CachedAudio] = ByteLRU(config.memory_bytes, lambda e: e.nbytes)
+        self.transcodes: ByteLRU[tuple[str, str], bytes] = ByteLRU(config.transcode_bytes, len)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def memory_entry(self, key: str) -> CachedAudio | None:
+        """The entry from the memory tier alone, unless it has expired."""
+        entry = self.memory.get(key)
+        if entry is None or not entry.expired():
+            return entry
+        self.memory.pop(key)
+        return None
+
+    def ready_bytes(self, key: str, fmt: str) -> bytes | None:
+        """Ready-to-send bytes from memory only (no disk read, no encoding), or None;
+        cheap enough for an event loop."""
+        entry = self.memory_entry(key)
+        if entry is None:
+            return None
+        return entry.wav if fmt == "wav" else self.transcodes.get((key, fmt))
+
+    def lookup(self, key: str) -> tuple[CachedAudio, str] | None:
+        """The stored entry and the tier that had it, or None."""
+        entry = self.memory_entry(key)
+        if entry is not None:
+            return entry, "memory"
+        entry = self.store.get(key)
+        if entry is not None:
+            self.memory.put(key, entry)
+            return entry, "disk"
+        if self.shared is not None:
+            entry = self._from_shared(self.shared, key)
+            if entry is not None:
+                return entry, "shared"
+        return None
+
+    def find(self, key: str) -> CachedAudio | None:
+        found = self.lookup(key) if KEY_RE.match(key) else None
+        return None if found is None else found[0]
+
+    def _from_shared(self, shared: SharedStore, key: str) -> CachedAudio | None:
+        blob = shared.get(key)
+        if blob is None:
+            return None
+        try:
+            entry = unpack(blob, key)
+        except CorruptEntryError as exc:
+            shared.corrupt(key, exc)
+            return None
+        remaining = entry.remaining()
+        if remaining is not None and remaining <= 0:
+            return None
+        self.store.put_blob(key, blob, tag=str(entry.meta.get("tag", "")), ttl=remaining)
+        self.memory.put(key, entry)
+        return entry
+
+    def audio_bytes(self, entry: CachedAudio, fmt: str) -> bytes:
+        """``entry`` in ``fmt``; transcodes are kept in memory (MP3 costs ~15-40 ms)."""
+        if fmt == "wav":
+            return entry.wav
+        cached = self.transcodes.get((entry.key, fmt))
+        if cached is None:
+            cached = encode(entry.pcm, entry.sample_rate, fmt)
+            self.transcodes.put((entry.key, fmt), cached)
+        return cached
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def keep(self, entry: CachedAudio, lease: Lease) -> None:
+        """Serve ``entry`` from memory now; write it to disk and the shared tier in the
+        background, then release ``lease`` (the key's single-flight lock)."""
+        self.memory.put(entry.key, entry)
+
+        def write() -> None:
+            try:
+                blob = pack(entry)
+                ttl = entry.remaining()
+                self.store.put_blob(entry.key, blob, tag=str(entry.meta.get("tag", "")), ttl=ttl)
+                if self.shared is not None:
+                    self.shared.put(entry.key, blob, ttl=ttl)
+            finally:
+                lease.release()
+
+        try:
+            self.writer.submit(write)
+        except Exception:
+            lease.release()
+            raise
+
+    # -- removing ---------------------------------------------------------------------------
+
+    def forget(self, key: str) -> bool:
+        """Drop one entry from every tier. Other processes' memory tiers keep their
+        copy until evicted or restarted."""
+        self.writer.flush()  # a queued background write must not bring the entry back
+        self.memory.pop(key)
+        self.transcodes.discard_where(lambda k: k[0] == key)
+        if self.shared is not None:
+            self.shared.delete(key)
+        return self.store.delete(key)
+
+    def drop_memory(self) -> None:
+        self.memory.clear()
+        self.transcodes.clear()

@@ -1,0 +1,108 @@
+"""Preload: make sure every request of a phrase list is cached, skipping what is
+(used by ``preload_cache.py`` and the web UI's Preload tab)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from lib.access import LOCAL, Action, Caller, check
+from lib.errors import TTSError, ValidationError
+from lib.phrases import PhraseRequest
+
+if TYPE_CHECKING:
+    from lib.service import TTSService
+
+__all__ = ["PreloadReport", "preload"]
+
+
+@dataclass
+class PreloadReport:
+    """What a preload did. ``total == generated + cached + failed``."""
+
+    total: int = 0
+    generated: int = 0
+    cached: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    """(entry, message) of each failed request."""
+    dry_run: bool = False
+
+    def summary(self) -> str:
+        return (
+            f"preload: {self.total} phrases, {self.generated} generated, {self.cached} already cached, "
+            f"{self.failed} failed in {self.seconds:.1f} s"
+        )
+
+
+def preload(
+    service: TTSService,
+    requests: list[PhraseRequest],
+    *,
+    workers: int = 1,
+    force: bool = False,
+    dry_run: bool = False,
+    on_done: Callable[[PreloadReport], None] | None = None,
+    caller: Caller = LOCAL,
+) -> PreloadReport:
+    """Make sure every request is cached. Cached ones are skipped (``force``
+    regenerates them); ``dry_run`` only counts what would be generated. ``on_done`` is
+    called after each request (progress). Safe beside a serving process: the service
+    runs each key once across processes, and a killed run leaves only whole entries."""
+    if workers < 1:
+        raise ValidationError("workers: must be at least 1")
+    check(caller, Action.FORCE if force else Action.PRELOAD)
+    report = PreloadReport(total=0, dry_run=dry_run)
+    lock = threading.Lock()
+    started = time.perf_counter()
+
+    def one(item: PhraseRequest) -> None:
+        outcome, message = _preload_one(service, item, force=force, dry_run=dry_run)
+        with lock:
+            report.total += 1
+            if outcome == "generated":
+                report.generated += 1
+            elif outcome == "cached":
+                report.cached += 1
+            else:
+                report.failed += 1
+                report.failures.append((item.entry, message))
+            report.seconds = time.perf_counter() - started
+            if on_done is not None:
+                on_done(report)
+
+    if workers == 1:
+        for item in requests:
+            one(item)
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preload") as pool:
+            try:
+                for future in [pool.submit(one, item) for item in requests]:
+                    future.result()
+            except BaseException:  # Ctrl-C: drop what has not started, let running ones end
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _preload_one(service: TTSService, item: PhraseRequest, *, force: bool, dry_run: bool) -> tuple[str, str]:
+    try:
+        request = item.request()
+        key = service.resolve(request).key
+        if not force and service.lookup(key) is not None:
+            return "cached", ""
+        if dry_run:
+            return "generated", ""
+        if force:
+            service.forget(key)  # the caller was checked for FORCE above
+        result = service.synthesise(request)
+    except TTSError as exc:
+        return "failed", str(exc)
+    # HIT here means another process (the UI, a second preload) made it meanwhile.
+    return ("generated", "") if result.cache == "MISS" else ("cached", "")

@@ -1,0 +1,77 @@
+"""Making a new entry: the voice's profile, one engine call, checks on what came back.
+
+Nothing here touches a cache tier; :class:`Producer` returns an entry (or raises) and
+the caller decides where it goes. An engine failure, or audio that is empty, invalid or
+silent, raises :class:`lib.errors.EngineError` and is never cached.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from lib.audio import check_engine_audio
+from lib.cache.entry import CachedAudio
+from lib.cache.keys import model_tag
+from lib.config import AppConfig
+from lib.engines.base import Engine
+from lib.errors import EngineError, TTSError
+from lib.metrics import Metrics
+from lib.request import Resolved
+from lib.stats import Stats
+from lib.voices import Voices
+
+__all__ = ["Producer"]
+
+_LOGGER = logging.getLogger(__name__)
+
+
+class Producer:
+    """Runs the engine for resolved requests."""
+
+    def __init__(self, engine: Engine, voices: Voices, stats: Stats, metrics: Metrics, config: AppConfig) -> None:
+        self.engine = engine
+        self.voices = voices
+        self.stats = stats
+        self.metrics = metrics
+        self.config = config
+        self.tag = model_tag(engine.name, engine.model_version)
+
+    def produce(self, r: Resolved) -> tuple[CachedAudio, dict[str, float]]:
+        """A new entry for ``r`` and the milliseconds spent (``voice``, ``engine``)."""
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        voice = self.voices.profile(r)
+        timings["voice"] = round((time.perf_counter() - t0) * 1e3, 3)
+        f = r.fields
+        t1 = time.perf_counter()
+        try:
+            synth = self.engine.synthesise(f.text, voice, style=f.style, seed=f.seed, speed=f.speed, mode=f.mode)
+        except TTSError:
+            raise
+        except Exception as exc:
+            _LOGGER.exception("engine %s failed on key=%s", self.engine.name, r.key)
+            name = self.engine.name
+            raise EngineError(f"the {name} engine failed ({type(exc).__name__}); nothing was cached") from exc
+        finally:
+            self.stats.engine_call()
+            self.metrics.engine_calls.inc()
+        engine_seconds = time.perf_counter() - t1
+        self.metrics.engine_latency.observe(engine_seconds)
+        timings["engine"] = round(engine_seconds * 1e3, 3)
+        pcm = check_engine_audio(synth.audio)
+        now = time.time()
+        meta: dict[str, Any] = {
+            "created": now,
+            "expires": None if r.ttl is None else now + r.ttl,
+            "engine": self.engine.name,
+            "model_version": self.engine.model_version,
+            "tag": self.tag,
+            "voice": f.voice,
+            "mode": f.mode,
+            "info": dict(synth.info),
+        }
+        if self.config.cache.store_text:
+            meta["text"] = f.text
+        return CachedAudio.from_pcm(r.key, pcm, self.engine.sample_rate, meta), timings

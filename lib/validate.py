@@ -1,0 +1,144 @@
+"""Input validation, in one place. Every entry point (HTTP API, web UI, preload,
+``synthesise_with_cache``) goes through these functions, so one rule gives one message
+everywhere. Each message names the field as the caller sees it and says how to fix it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from lib.audio import FORMATS, PromptAudio
+from lib.config import AppConfig
+from lib.engines.base import MODES
+from lib.errors import PromptAudioError, ValidationError
+from lib.request import TTSRequest
+from lib.textnorm import normalise_text
+
+__all__ = [
+    "MAX_SEED",
+    "MAX_SPEED",
+    "MAX_TTL",
+    "MIN_SPEED",
+    "check_format",
+    "check_mode",
+    "check_prompt",
+    "check_seed",
+    "check_speed",
+    "check_text",
+    "check_ttl",
+    "normalise_fields",
+]
+
+MAX_SEED = 2**32 - 1
+MIN_SPEED, MAX_SPEED = 0.5, 2.0
+#: Longest TTL accepted (10 years): beyond it "forever" is meant; leave ttl out for that.
+MAX_TTL = 10 * 365 * 86400.0
+_END_OF_PROMPT = "<|endofprompt|>"
+
+
+def check_seed(value: Any, field: str = "seed") -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValidationError(f"{field}: must be a whole number from 0 to {MAX_SEED}, got {value!r}")
+    if not 0 <= int(value) <= MAX_SEED:
+        raise ValidationError(f"{field}: {value} is out of range; use 0 to {MAX_SEED}")
+    return int(value)
+
+
+def check_speed(value: Any, field: str = "speed") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise ValidationError(f"{field}: must be a number from {MIN_SPEED} to {MAX_SPEED}, got {value!r}")
+    speed = float(value)
+    if not math.isfinite(speed) or not MIN_SPEED <= speed <= MAX_SPEED:
+        raise ValidationError(f"{field}: {value} is out of range; use {MIN_SPEED} to {MAX_SPEED}")
+    return speed
+
+
+def check_ttl(value: Any, field: str = "ttl") -> float | None:
+    """None (the configured default) or positive, finite seconds up to :data:`MAX_TTL`."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValidationError(f"{field}: must be a positive number of seconds (leave it out to keep the entry)")
+    if value > MAX_TTL:
+        raise ValidationError(f"{field}: {value:g} s is over the maximum of {MAX_TTL:g} s (10 years); leave it out")
+    return float(value)
+
+
+def check_format(value: Any) -> str:
+    if value not in FORMATS:
+        raise ValidationError(f"format: {value!r} is not supported; use one of {', '.join(FORMATS)}")
+    return str(value)
+
+
+def check_mode(value: Any) -> str | None:
+    if value is not None and value not in MODES:
+        raise ValidationError(f"mode: {value!r} is not a mode; use one of {', '.join(MODES)}")
+    return None if value is None else str(value)
+
+
+def check_text(value: Any, field: str, config: AppConfig, *, limit: int | None = None, fold: bool = True) -> str:
+    """Normalised text; refuses non-strings, text that is not valid Unicode (lone
+    surrogates cannot be encoded, stored or spoken) and text over ``limit``."""
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        raise ValidationError(f"{field}: must be text")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(
+            f"{field}: contains a character that is not valid Unicode (position {exc.start}); remove it"
+        ) from exc
+    t = config.text
+    text = normalise_text(value, fold_punctuation=fold and t.fold_punctuation, casefold=fold and t.casefold)
+    limit = t.max_chars if limit is None else limit
+    if len(text) > limit:
+        raise ValidationError(
+            f"{field}: is {len(text)} characters, over the limit of {limit}; "
+            "shorten it or split it into several requests"
+        )
+    return text
+
+
+def normalise_fields(request: TTSRequest, config: AppConfig) -> tuple[str, str, str]:
+    """Validate the scalar fields of a :class:`lib.request.TTSRequest`; return the
+    normalised (text, prompt_text, style)."""
+    text = check_text(request.text, "text", config)
+    if not text:
+        raise ValidationError("text: is empty; type the words to speak")
+    prompt_text = check_text(request.prompt_text, "prompt_text", config)
+    style = check_text(request.style, "style", config, limit=10**9, fold=False)
+    if style.endswith(_END_OF_PROMPT):
+        style = style[: -len(_END_OF_PROMPT)].strip()
+    if len(style) > config.text.max_style_chars:
+        raise ValidationError(
+            f"style: is {len(style)} characters, over the limit of {config.text.max_style_chars}; "
+            "shorten the instruction"
+        )
+    check_seed(request.seed)
+    check_speed(request.speed)
+    check_format(request.format)
+    check_mode(request.mode)
+    check_ttl(request.ttl)
+    return text, prompt_text, style
+
+
+def check_prompt(prompt: PromptAudio, config: AppConfig) -> None:
+    """Reject prompts too short, too long or silent (HTTP 422)."""
+    p = config.prompt
+    seconds = prompt.seconds
+    if seconds < p.min_seconds:
+        raise PromptAudioError(
+            f"prompt audio is {seconds:.2f} s long; record at least {p.min_seconds:g} s of clear speech"
+        )
+    if seconds > p.max_seconds:
+        raise PromptAudioError(f"prompt audio is {seconds:.1f} s long; trim it to at most {p.max_seconds:g} s")
+    pcm = prompt.pcm.astype(np.float64)
+    rms = float(np.sqrt(np.mean(pcm * pcm))) / 32768.0
+    if rms < 1e-3:  # about -60 dBFS
+        raise PromptAudioError("prompt audio is silent; record the voice closer to the microphone")

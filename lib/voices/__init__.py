@@ -1,0 +1,119 @@
+"""Voices: the engine's presets, the named voice library, and the voice-profile cache.
+
+:class:`Voices` is what the rest of the service talks to: it finds a voice by name,
+decodes and checks uploaded prompts, saves and deletes named voices, and hands the
+engine the profile of a resolved request's voice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from lib.access import LOCAL, Action, Caller, check
+from lib.audio import PromptAudio, PromptDecoder
+from lib.config import AppConfig
+from lib.engines.base import Engine, VoiceProfile
+from lib.errors import ConflictError, NotFoundError, ValidationError
+from lib.request import PromptSource, Resolved
+from lib.validate import check_prompt, check_text
+from lib.voices.library import SavedVoice, VoiceLibrary, taken_message
+from lib.voices.profiles import VoiceProfiles
+
+__all__ = ["SavedVoice", "VoiceLibrary", "VoiceProfiles", "Voices"]
+
+_LOGGER = logging.getLogger(__name__)
+
+
+class Voices:
+    """Presets, saved voices and profiles of one engine."""
+
+    def __init__(
+        self, engine: Engine, library: VoiceLibrary, profiles: VoiceProfiles, decoder: PromptDecoder, config: AppConfig
+    ) -> None:
+        self.engine = engine
+        self.library = library
+        self.profiles = profiles
+        self.decoder = decoder
+        self.config = config
+        self._presets = frozenset(engine.presets())
+        self._closed = threading.Event()
+
+    # -- finding voices (lib.resolve.VoiceBook) ----------------------------------------------
+
+    def is_preset(self, name: str) -> bool:
+        return name in self._presets
+
+    def saved(self, name: str) -> SavedVoice | None:
+        return self.library.get(name)
+
+    def names(self) -> list[str]:
+        return [v["name"] for v in self.list()]
+
+    def prompt(self, source: PromptSource) -> PromptAudio:
+        """Decode uploaded prompt audio and check it can be a voice."""
+        prompt = self.decoder.decode(source)
+        check_prompt(prompt, self.config)
+        return prompt
+
+    def profile(self, r: Resolved) -> VoiceProfile:
+        """The engine's profile of ``r``'s voice (extracted once per voice)."""
+        if r.preset is not None:
+            return self.engine.preset_voice(r.preset)
+        if r.prompt is None:
+            raise ValidationError("no voice given; upload prompt audio or pick a voice")
+        return self.profiles.get(r.prompt, r.fields.prompt_text)
+
+    # -- the library ---------------------------------------------------------------------
+
+    def list(self) -> list[dict[str, Any]]:
+        voices: list[dict[str, Any]] = [{"name": n, "kind": "preset"} for n in sorted(self._presets)]
+        for name in self.library.names():
+            saved = self.library.get(name)
+            if saved is not None:
+                voices.append(saved.describe())
+        return voices
+
+    def save(
+        self, name: str, prompt_audio: PromptSource | None, prompt_text: str = "", *,
+        replace: bool = False, caller: Caller = LOCAL,
+    ) -> dict[str, Any]:  # fmt: skip
+        """Save a prompt under ``name``; its profile is extracted now, so a prompt that
+        cannot be a voice is refused at once and the first request in it is fast. A
+        name that exists is refused (409) unless ``replace``, which needs the admin."""
+        name = self.library.check_name(name)
+        if self.is_preset(name):
+            raise ValidationError(f"voice name {name!r} is a preset voice; choose another name")
+        check(caller, Action.REPLACE_VOICE if replace else Action.SAVE_VOICE)
+        if not replace and self.library.exists(name):
+            raise ConflictError(taken_message(name))
+        if prompt_audio is None:
+            raise ValidationError("prompt_audio: upload or record the voice to save")
+        prompt = self.prompt(prompt_audio)
+        clean_text = check_text(prompt_text, "prompt_text", self.config)
+        self.profiles.get(prompt, clean_text if "zero_shot" in self.engine.modes else "")
+        return self.library.save(name, prompt, clean_text, replace=replace).describe()
+
+    def delete(self, name: str, *, caller: Caller = LOCAL) -> None:
+        check(caller, Action.DELETE_VOICE)
+        if self.is_preset(name):
+            raise ValidationError(f"voice {name!r} is a preset voice; presets cannot be deleted")
+        if not self.library.delete(name):
+            raise NotFoundError(f"no saved voice named {name!r}")
+
+    def prewarm(self) -> None:
+        """Load the profiles of all saved voices (at start, in a thread)."""
+        for name in self.library.names():
+            if self._closed.is_set():
+                return
+            saved = self.library.get(name)
+            if saved is None:
+                continue
+            try:
+                self.profiles.get(saved.prompt, saved.prompt_text)
+            except Exception as exc:  # a damaged voice must not stop start-up
+                _LOGGER.warning("could not prewarm voice %r: %s", name, exc)
+
+    def close(self) -> None:
+        self._closed.set()

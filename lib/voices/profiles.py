@@ -1,0 +1,97 @@
+"""The voice-profile cache: what an engine extracts from prompt audio (the expensive,
+cacheable part), keyed by (prompt fingerprint, prompt text, engine, model version),
+kept in an in-memory LRU bounded in bytes and persisted in a private diskcache (and
+the shared tier), so a voice is analysed once, not once per request or per restart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import diskcache
+
+from lib.audio import PromptAudio
+from lib.cache.lru import ByteLRU
+from lib.engines.base import Engine, VoiceProfile
+from lib.voices.tiers import SharedVoices, read_tiers
+
+__all__ = ["VoiceProfiles"]
+
+_LOGGER = logging.getLogger(__name__)
+
+
+class VoiceProfiles:
+    """Profile cache in front of ``engine.extract_voice``; concurrent requests for the
+    same new voice extract it once."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        store: diskcache.Cache | None,
+        memory_bytes: int,
+        on_extract: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.engine = engine
+        self._store = store
+        self._memory: ByteLRU[str, VoiceProfile] = ByteLRU(memory_bytes, lambda p: p.nbytes)
+        self._on_extract = on_extract
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self.shared: SharedVoices | None = None
+
+    def key(self, fingerprint: str, prompt_text: str) -> str:
+        raw = f"{self.engine.name}\x00{self.engine.model_version}\x00{fingerprint}\x00{prompt_text}"
+        return hashlib.md5(raw.encode("utf-8")).hexdigest()
+
+    def get(self, prompt: PromptAudio, prompt_text: str) -> VoiceProfile:
+        """The profile for this prompt, extracting it only if no tier has it."""
+        key = self.key(prompt.fingerprint, prompt_text)
+        found = self._lookup(key)
+        if found is not None:
+            return found
+        with self._lock_for(key):
+            found = self._lookup(key)
+            if found is not None:
+                return found
+            started = time.perf_counter()
+            profile = self.engine.extract_voice(prompt.pcm, prompt_text)
+            self._on_extract()
+            _LOGGER.info("extracted voice %s in %.0f ms", prompt.fingerprint[:8], (time.perf_counter() - started) * 1e3)
+            self._memory.put(key, profile)
+            blob = profile.to_bytes()
+            if self._store is not None:
+                try:
+                    self._store.set(f"profile:{key}", blob)
+                except Exception as exc:
+                    _LOGGER.warning("cannot persist voice profile: %s", exc)
+            if self.shared is not None:
+                self.shared.put_profile(key, blob)
+            return profile
+
+    def _lookup(self, key: str) -> VoiceProfile | None:
+        found = self._memory.get(key)
+        if found is not None:
+            return found
+        shared_get = self.shared.get_profile if self.shared is not None else None
+        blob = read_tiers(self._store, f"profile:{key}", shared_get, key)
+        if blob is None:
+            return None
+        try:
+            profile = VoiceProfile.from_bytes(blob)
+        except (ValueError, KeyError) as exc:
+            _LOGGER.warning("stored voice profile %s is damaged (%s); extracting again", key, exc)
+            return None
+        if profile.engine != self.engine.name or profile.model_version != self.engine.model_version:
+            return None
+        self._memory.put(key, profile)
+        return profile
+
+    def _lock_for(self, key: str) -> threading.Lock:
+        with self._locks_guard:
+            if len(self._locks) > 1024:
+                self._locks = {k: v for k, v in self._locks.items() if v.locked()}
+            return self._locks.setdefault(key, threading.Lock())
