@@ -1,7 +1,13 @@
-"""Export of the most requested phrases as a ``hot_phrases.json`` document."""
+"""Export of the most requested phrases as a ``hot_phrases.json`` document.
+
+The statistics keep each phrase's whole text, the voice as the caller named it and its
+settings, so a phrase is exported exactly as it was asked for; every exported phrase is
+checked to resolve to the very key that was requested.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lib.access import LOCAL, Action, Caller, check
@@ -17,29 +23,46 @@ __all__ = ["export_phrases"]
 
 
 def export_phrases(service: TTSService, top: int = 50, caller: Caller = LOCAL) -> tuple[dict[str, Any], list[str]]:
-    """The most requested phrases as a ``hot_phrases.json`` document, and notes on
-    the rows that could not be exported (an unsaved uploaded prompt, or settings other
-    than the defaults, which the statistics do not keep). Each exported phrase is
-    checked: it resolves to exactly the key that was requested."""
+    """The ``top`` most requested phrases as a phrase-list document, and a sentence for
+    each phrase that could not be exported (why, in words)."""
+    check(caller, Action.READ_TEXTS)
     saved = {v["fingerprint"]: v["name"] for v in service.list_voices() if v.get("fingerprint")}
     voices: dict[str, dict[str, str]] = {}
     phrases: list[dict[str, Any]] = []
     notes: list[str] = []
-    check(caller, Action.READ_TEXTS)
-    for row in service.snapshot(top, caller=caller)["top_requested"]:
-        text, voice_id, key = str(row.get("text", "")), str(row.get("voice", "")), str(row["key"])
-        name = voice_id[len("preset:") :] if voice_id.startswith("preset:") else saved.get(voice_id)
-        if not text or name is None:
-            notes.append(f"{key}: its voice is an uploaded prompt that is not saved; save the voice first")
+    for row in service.snapshot(top, caller=caller).get("top_requested", []):
+        text = str(row.get("text", ""))
+        quoted = repr(cut_text(text))
+        name = str(row.get("voice") or "") or saved.get(str(row.get("voice_id", "")), "")
+        if not name:
+            notes.append(
+                f"{quoted} was spoken in an uploaded recording that is not a saved voice; "
+                "save that recording in the Voices tab and use it by name to export it"
+            )
             continue
+        phrase: dict[str, Any] = {"text": text, "voice": name}
+        for field, default in (("style", ""), ("seed", 0), ("speed", 1.0)):
+            if row.get(field, default) != default:
+                phrase[field] = row[field]
+        as_listed = TTSRequest(
+            text=text, voice=name, style=phrase.get("style", ""), seed=int(phrase.get("seed", 0)),
+            speed=float(phrase.get("speed", 1.0)),
+        )  # fmt: skip
         try:
-            matches = service.resolve(TTSRequest(text=text, voice=name)).key == key
+            matches = service.resolve(as_listed).key == row["key"]
+            in_its_mode = service.resolve(replace(as_listed, mode=str(row.get("mode") or "") or None)).key
         except TTSError as exc:
-            notes.append(f"{key}: {exc}")
+            notes.append(f"{quoted} cannot be requested again as it was: {exc}")
             continue
         if not matches:
-            notes.append(f"{key} ({cut_text(text)!r}): made with a seed, style or speed other than the defaults")
+            why = (
+                f"was made in the {row.get('mode')} mode, which a phrase list cannot choose"
+                if in_its_mode == row["key"]
+                else f"was made with a voice or model that changed since (the voice {name!r} was saved again, "
+                "or the engine was upgraded)"
+            )
+            notes.append(f"{quoted} {why}; it is not exported")
             continue
         voices.setdefault(name, {"preset": name})
-        phrases.append({"text": text, "voice": name})
+        phrases.append(phrase)
     return {"version": SCHEMA_VERSION, "voices": voices, "phrases": phrases}, notes

@@ -57,6 +57,10 @@ class Metrics:
         self.engine_latency = Histogram(
             "tts_engine_duration_seconds", "Engine synthesis time", buckets=_LATENCY_BUCKETS, registry=r
         )
+        self.engine_seconds_saved = Counter(
+            "tts_engine_seconds_saved", "Engine seconds that cache hits saved (what the entries cost to make)",
+            registry=r,
+        )
         self.voice_extractions = Counter("tts_voice_extractions", "Voice profiles extracted from prompts", registry=r)
         self.cache_errors = Counter("tts_cache_errors", "Cache store failures by operation", ["op"], registry=r)
         self.shared_errors = Counter("tts_shared_errors", "Shared (Redis) tier failures", registry=r)

@@ -79,7 +79,7 @@ class PhraseRequest:
     def request(self, *, use_cache: bool = True) -> TTSRequest:
         return TTSRequest(
             text=self.text, voice=self.voice, prompt_audio=self.prompt_audio, prompt_text=self.prompt_text,
-            style=self.style, seed=self.seed, speed=self.speed, use_cache=use_cache,
+            style=self.style, seed=self.seed, speed=self.speed, use_cache=use_cache, origin="preload",
         )  # fmt: skip
 
 

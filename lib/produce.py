@@ -55,9 +55,9 @@ class Producer:
             name = self.engine.name
             raise EngineError(f"the {name} engine failed ({type(exc).__name__}); nothing was cached") from exc
         finally:
-            self.stats.engine_call()
+            engine_seconds = time.perf_counter() - t1
+            self.stats.engine_call(engine_seconds * 1e3)
             self.metrics.engine_calls.inc()
-        engine_seconds = time.perf_counter() - t1
         self.metrics.engine_latency.observe(engine_seconds)
         timings["engine"] = round(engine_seconds * 1e3, 3)
         pcm = check_engine_audio(synth.audio)
@@ -70,6 +70,7 @@ class Producer:
             "tag": self.tag,
             "voice": f.voice,
             "mode": f.mode,
+            "engine_seconds": round(engine_seconds, 4),
             "info": dict(synth.info),
         }
         if self.config.cache.store_text:

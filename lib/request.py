@@ -42,6 +42,8 @@ class TTSRequest:
     """False reads the cache but never writes (personal data)."""
     ttl: float | None = None
     """Seconds this entry lives (overrides cache.ttl)."""
+    origin: str = "user"
+    """``user`` or ``preload``: counted apart in the statistics (not part of the key)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ class Resolved:
     prompt: PromptAudio | None
     """Prompt PCM for prompt voices; None for preset voices."""
     preset: str | None
+    voice_name: str
+    """The voice as the caller named it (preset or saved voice), "" for an uploaded prompt."""
     format: str
     use_cache: bool
     store: bool

@@ -94,6 +94,7 @@ class Resolver:
             key=fields.key,
             prompt=prompt,
             preset=preset,
+            voice_name=request.voice.strip() if request.voice else "",
             format=request.format,
             use_cache=bool(request.use_cache),
             store=bool(request.store),

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from lib.access import LOCAL, AccessPolicy, Action, Caller, allows
 from lib.admin import Admin
 from lib.audio import PromptDecoder
-from lib.cache.diskutil import ensure_private_dir, open_cache
+from lib.cache.diskutil import ensure_private_dir
 from lib.cache.entry import CachedAudio
+from lib.cache.handle import DiskHandle
 from lib.cache.keys import KEY_RE, model_tag
 from lib.cache.leases import DiskLeases, Lease, Leases, Renewer
 from lib.cache.singleflight import LocalFlights, lead_or_wait
@@ -36,15 +37,13 @@ from lib.produce import Producer
 from lib.request import PromptSource, Resolved, TTSRequest
 from lib.resolve import Resolver
 from lib.results import SynthesisResult
-from lib.stats import Stats
+from lib.stats import Phrase, Stats
 from lib.textnorm import cut_text
 from lib.voices import Voices
 from lib.voices.library import VoiceLibrary
 from lib.voices.profiles import VoiceProfiles
 
 if TYPE_CHECKING:
-    import diskcache
-
     from lib.shared.tier import SharedTier
 
 __all__ = ["TTSService", "get_default_service", "synthesise_with_cache"]
@@ -67,7 +66,9 @@ class TTSService:
         except OSError as exc:
             _LOGGER.error("cannot create cache directory %s (%s); serving without it", self.cache_dir, exc)
         self.metrics = Metrics(lambda: self.dashboard.gauges())
-        self.stats = Stats(self.cache_dir / "meta")
+        self.stats = Stats(
+            DiskHandle(self.cache_dir / "meta", name="statistics", on_error=self._store_error, eviction_policy="none")
+        )
         self.store = AudioStore(config.cache, self.cache_dir / "audio", self._store_error)
         self.shared: SharedTier | None = None
         """The shared (Redis) tier when configured; see ``lib.shared``."""
@@ -77,13 +78,15 @@ class TTSService:
             self.shared = SharedTier(
                 config.cache.shared_url,
                 on_error=self.metrics.shared_errors.inc,
-                counters=lambda: self.stats.snapshot(0)["since_start"],
+                counters=self.stats.counters,
             )
         self.writer = Writer()
         self.tiers = Tiers(config.cache, self.store, self.shared, self.writer)
         self.memory = self.tiers.memory
         self.transcodes = self.tiers.transcodes
-        self._voice_store = self._open_side_store("voices")
+        self._voice_store = DiskHandle(
+            self.cache_dir / "voices", name="voice", on_error=self._store_error, eviction_policy="none"
+        )
         self.library = VoiceLibrary(self._voice_store)
         profiles = VoiceProfiles(
             self.engine, self._voice_store, config.voices.memory_bytes, on_extract=self.metrics.voice_extractions.inc
@@ -123,7 +126,7 @@ class TTSService:
             result = self._answer(resolved, started)
         except TTSError as exc:
             seconds = time.perf_counter() - started
-            self.stats.record("error", seconds, None, None)
+            self.stats.record("error", seconds, origin=_origin(request))
             self.metrics.requests.labels("error").inc()
             self.metrics.latency.labels("error").observe(seconds)
             key = resolved.key if resolved is not None else "-"
@@ -131,13 +134,26 @@ class TTSService:
             raise
         seconds = time.perf_counter() - started
         label = result.cache.lower()
-        self.stats.record(label, seconds, result.key, resolved.fields.text, resolved.fields.voice)
+        saved = float(result.audio.meta.get("engine_seconds", 0.0)) if result.cache == "HIT" else 0.0
+        self.stats.record(
+            label, seconds, key=result.key, phrase=self._phrase(resolved), origin=_origin(request), saved_ms=saved * 1e3
+        )
+        if saved:
+            self.metrics.engine_seconds_saved.inc(saved)
         self.metrics.requests.labels(label).inc()
         self.metrics.latency.labels(label).observe(seconds)
         _LOGGER.info(
             "%s key=%s %.1f ms text=%r", result.cache, result.key, seconds * 1e3, cut_text(resolved.fields.text)
         )
         return result
+
+    def _phrase(self, r: Resolved) -> Phrase | None:
+        """What the statistics may remember of ``r``: nothing of a request whose caller
+        asked for no trace (bypass, ``store=false``) or when texts are not kept."""
+        if not (r.use_cache and r.store and self.config.cache.store_text):
+            return None
+        f = r.fields
+        return Phrase(f.text, r.voice_name, f.voice, f.style, f.seed, f.speed, f.mode)
 
     def resolve(self, request: TTSRequest) -> Resolved:
         """Validate and normalise ``request`` and compute its key (no synthesis)."""
@@ -256,10 +272,8 @@ class TTSService:
             self.renewer.stop()
         self.stats.close()
         self.store.close()
-        if self._lock_store is not None:
-            self._lock_store.close()
-        if self._voice_store is not None:
-            self._voice_store.close()
+        self._lock_store.close()
+        self._voice_store.close()
         if self.shared is not None:
             self.shared.close()
         self.files.close()
@@ -270,20 +284,12 @@ class TTSService:
     def _store_error(self, op: str, exc: BaseException) -> None:
         self.metrics.cache_errors.labels(op).inc()
 
-    def _open_lock_store(self) -> DiskLeases | None:
-        try:
-            return DiskLeases(str(self.cache_dir / "locks"))
-        except Exception as exc:
-            _LOGGER.error("cannot open %s (%s); continuing without it", self.cache_dir / "locks", exc)
-            return None
+    def _open_lock_store(self) -> DiskLeases:
+        return DiskLeases(str(self.cache_dir / "locks"), on_error=self._store_error)
 
-    def _open_side_store(self, name: str) -> diskcache.Cache | None:
-        path = self.cache_dir / name
-        try:
-            return open_cache(path, eviction_policy="none", size_limit=2**40)
-        except Exception as exc:
-            _LOGGER.error("cannot open %s (%s); continuing without it", path, exc)
-            return None
+
+def _origin(request: TTSRequest) -> str:
+    return "preload" if request.origin == "preload" else "user"
 
 
 def _text_of(request: TTSRequest) -> str:

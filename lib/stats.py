@@ -1,8 +1,15 @@
 """Request statistics for the dashboard and the HTTP stats endpoint.
 
-Counters are kept in memory (since start) and folded into a small private diskcache
+Counters are kept in memory (since start) and folded into a small private store
 (``<cache.dir>/meta``) every few seconds, so totals survive restarts and add up over
 several processes sharing a cache directory. Nothing on the hit path touches disk.
+
+User traffic and preload traffic are counted apart (a release-time preload is not a
+burst of user misses). The most requested phrases keep their whole text, the voice as
+the caller named it and the settings, so the export can rebuild them exactly; at most
+``max_phrases`` are kept (the least requested go first), and only for requests whose
+caller allowed their text to be kept (the service passes no phrase for ``store=false``,
+bypassed requests, or with ``cache.store_text: false``).
 """
 
 from __future__ import annotations
@@ -11,147 +18,220 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Any
 
-import diskcache
+from lib.cache.handle import DiskHandle
 
-from lib.cache.diskutil import open_cache
-
-__all__ = ["COUNTERS", "Stats"]
+__all__ = ["COUNTERS", "Phrase", "Stats"]
 
 _LOGGER = logging.getLogger(__name__)
 
-COUNTERS = ("hits", "misses", "bypasses", "errors", "engine_calls")
-_TOP_KEEP = 500  # phrases remembered per top list
-_TEXT_CUT = 80  # characters of text kept per phrase
+#: Counters every snapshot reports (more may be added with :meth:`Stats.add`).
+COUNTERS = (
+    "hits", "misses", "bypasses", "errors", "engine_calls",
+    "preload_hits", "preload_misses", "preload_errors",
+    "engine_ms", "engine_ms_saved",
+)  # fmt: skip
+_RESULTS = {"hit": "hits", "miss": "misses", "bypass": "bypasses", "error": "errors"}
 _SAMPLES = 5000  # recent requests kept for the latency and hit-rate plots
 
 
-class Stats:
-    """Thread-safe counters, top phrases and recent latencies."""
+@dataclass(frozen=True)
+class Phrase:
+    """A request as the statistics remember it: enough to request it again."""
 
-    def __init__(self, directory: Path | None, flush_every: float = 2.0) -> None:
+    text: str
+    voice: str
+    """The voice as the caller named it (preset or saved voice); "" for an uploaded prompt."""
+    voice_id: str
+    """The key's voice field: the prompt fingerprint or ``preset:<name>``."""
+    style: str = ""
+    seed: int = 0
+    speed: float = 1.0
+    mode: str = ""
+
+
+class Stats:
+    """Thread-safe counters, most requested phrases and recent latencies."""
+
+    def __init__(self, store: DiskHandle | None, *, max_phrases: int = 1000, flush_every: float = 2.0) -> None:
         self._lock = threading.Lock()
+        self._store = store
+        self.max_phrases = max_phrases
         self._since_start: Counter[str] = Counter()
         self._pending: Counter[str] = Counter()
-        self._top_pending: dict[str, Counter[str]] = {"requested": Counter(), "missed": Counter()}
-        self._texts: dict[str, str] = {}
-        self._voices: dict[str, str] = {}
+        self._requested: Counter[str] = Counter()
+        self._missed: Counter[str] = Counter()
+        self._phrases: dict[str, Phrase] = {}
         self.samples: deque[tuple[float, str, float]] = deque(maxlen=_SAMPLES)
-        """(unix time, result, seconds) of recent requests."""
+        """(unix time, result, seconds) of recent user requests."""
+        self.preload_samples: deque[tuple[float, str, float]] = deque(maxlen=_SAMPLES)
         self.started = time.time()
-        self._store: diskcache.Cache | None = None
-        if directory is not None:
-            try:
-                self._store = open_cache(directory, eviction_policy="none")
-            except Exception as exc:  # stats must never stop the service
-                _LOGGER.warning("statistics will not persist: cannot open %s (%s)", directory, exc)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        if self._store is not None and flush_every > 0:
+        if store is not None and flush_every > 0:
             self._thread = threading.Thread(target=self._loop, args=(flush_every,), name="stats-flush", daemon=True)
             self._thread.start()
 
-    def record(self, result: str, seconds: float, key: str | None, text: str | None, voice: str = "") -> None:
-        """One request: ``result`` is hit, miss, bypass or error."""
-        counter = {"hit": "hits", "miss": "misses", "bypass": "bypasses", "error": "errors"}[result]
+    # -- recording --------------------------------------------------------------------------
+
+    def record(
+        self, result: str, seconds: float, *, key: str | None = None, phrase: Phrase | None = None,
+        origin: str = "user", saved_ms: float = 0.0,
+    ) -> None:  # fmt: skip
+        """One request: ``result`` is hit, miss, bypass or error; ``origin`` user or
+        preload; ``saved_ms`` the engine time a hit saved."""
+        counter = _RESULTS[result]
+        if origin == "preload":
+            counter = "preload_" + counter
+        now = time.time()
         with self._lock:
-            self._since_start[counter] += 1
-            self._pending[counter] += 1
-            self.samples.append((time.time(), result, seconds))
-            if key is not None and result in ("hit", "miss"):
-                self._top_pending["requested"][key] += 1
+            self._count(counter, 1)
+            if saved_ms:
+                self._count("engine_ms_saved", int(saved_ms))
+            if origin == "preload":
+                self.preload_samples.append((now, result, seconds))
+                return
+            self.samples.append((now, result, seconds))
+            if key is not None and phrase is not None and result in ("hit", "miss"):
+                self._requested[key] += 1
                 if result == "miss":
-                    self._top_pending["missed"][key] += 1
-                if text is not None and key not in self._texts:
-                    self._texts[key] = text[:_TEXT_CUT]
-                    self._voices[key] = voice
+                    self._missed[key] += 1
+                self._phrases.setdefault(key, phrase)
 
-    def engine_call(self) -> None:
+    def add(self, counter: str, n: float = 1) -> None:
+        """Add ``n`` (a whole number) to ``counter``."""
         with self._lock:
-            self._since_start["engine_calls"] += 1
-            self._pending["engine_calls"] += 1
+            self._count(counter, int(n))
 
-    # -- reading --------------------------------------------------------------------------
+    def engine_call(self, ms: float = 0.0) -> None:
+        with self._lock:
+            self._count("engine_calls", 1)
+            if ms:
+                self._count("engine_ms", int(ms))
+
+    def _count(self, counter: str, n: int) -> None:
+        self._since_start[counter] += n
+        self._pending[counter] += n
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def counters(self) -> dict[str, int]:
+        """This process's counters since start (cheap; for the shared tier's reports)."""
+        with self._lock:
+            return {name: self._since_start[name] for name in COUNTERS}
 
     def snapshot(self, top: int = 20) -> dict[str, Any]:
-        self.flush()
+        """Counters since start and in total, hit rates, and the ``top`` most requested
+        and most missed phrases (``top=0``: none, and no text leaves this method)."""
+        persisted: dict[str, Any] = {}
+        if self._store is not None:
+            with self._store.using("stats") as cache:
+                if cache is not None:
+                    persisted = {name: cache.get(f"count:{name}", 0) for name in COUNTERS}
+                    if top:
+                        persisted["phrases"] = cache.get("phrases", {})
         with self._lock:
             since = {name: self._since_start[name] for name in COUNTERS}
+            unflushed = {name: self._pending[name] for name in COUNTERS}
+            table = self._merged(dict(persisted.get("phrases", {}))) if top else {}
+        if persisted:
+            totals = {name: int(persisted.get(name, 0)) + unflushed[name] for name in COUNTERS}
+        else:
             totals = dict(since)
-            tops: dict[str, dict[str, list[Any]]] = {"requested": {}, "missed": {}}
-            if self._store is not None:
-                try:
-                    totals = {name: int(self._store.get(f"count:{name}", 0)) for name in COUNTERS}
-                    for which in tops:
-                        tops[which] = dict(self._store.get(f"top:{which}", {}))
-                except Exception as exc:
-                    _LOGGER.warning("cannot read persisted statistics: %s", exc)
-            for which, pending in self._top_pending.items():
-                for key, n in pending.items():  # not yet flushed (store unavailable)
-                    row = tops[which].setdefault(key, [0, self._texts.get(key, ""), self._voices.get(key, "")])
-                    row[0] += n
-        lookups_since = since["hits"] + since["misses"]
-        lookups_total = totals["hits"] + totals["misses"]
-        return {
+        snap: dict[str, Any] = {
             "since_start": since,
             "total": totals,
-            "hit_rate": round(since["hits"] / lookups_since, 4) if lookups_since else 0.0,
-            "hit_rate_total": round(totals["hits"] / lookups_total, 4) if lookups_total else 0.0,
-            "top_requested": _top_rows(tops["requested"], top),
-            "top_missed": _top_rows(tops["missed"], top),
+            "hit_rate": _rate(since["hits"], since["misses"]),
+            "hit_rate_total": _rate(totals["hits"], totals["misses"]),
+            "engine_seconds_saved": round(since["engine_ms_saved"] / 1000, 3),
+            "engine_seconds_saved_total": round(totals["engine_ms_saved"] / 1000, 3),
             "started": self.started,
         }
+        if top:
+            snap["top_requested"] = _top(table, "count", top)
+            snap["top_missed"] = _top(table, "misses", top)
+        return snap
 
-    # -- persistence ----------------------------------------------------------------------
+    def _merged(self, table: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The persisted phrase table plus what is not flushed yet (lock held)."""
+        for key, n in self._requested.items():
+            row = table.setdefault(key, _row(self._phrases[key]))
+            row["count"] = row.get("count", 0) + n
+            row["misses"] = row.get("misses", 0) + self._missed.get(key, 0)
+        return table
+
+    # -- persistence ------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Fold pending counts into the persistent store (no-op without one)."""
+        """Fold pending counts into the persistent store (kept in memory while it fails)."""
         if self._store is None:
             return
         with self._lock:
+            if not self._pending and not self._requested:
+                return
             pending, self._pending = self._pending, Counter()
-            tops = {k: v for k, v in self._top_pending.items()}
-            self._top_pending = {"requested": Counter(), "missed": Counter()}
-            texts = dict(self._texts)
-            voices = dict(self._voices)
-        if not pending and not any(tops.values()):
-            return
-        try:
-            with self._store.transact():
-                for name, n in pending.items():
-                    self._store.incr(f"count:{name}", n)
-                for which, counts in tops.items():
-                    if not counts:
-                        continue
-                    table: dict[str, list[Any]] = dict(self._store.get(f"top:{which}", {}))
-                    for key, n in counts.items():
-                        row = table.setdefault(key, [0, texts.get(key, ""), voices.get(key, "")])
-                        row[0] += n
-                    if len(table) > _TOP_KEEP:
-                        table = dict(sorted(table.items(), key=lambda kv: -kv[1][0])[:_TOP_KEEP])
-                    self._store.set(f"top:{which}", table)
-        except Exception as exc:
-            _LOGGER.warning("cannot persist statistics (%s); kept in memory", exc)
+            requested, self._requested = self._requested, Counter()
+            missed, self._missed = self._missed, Counter()
+            phrases, self._phrases = self._phrases, {}
+        done = False
+        with self._store.using("stats") as cache:
+            if cache is not None:
+                with cache.transact():
+                    for name, n in pending.items():
+                        cache.incr(f"count:{name}", n)
+                    if requested:
+                        table: dict[str, dict[str, Any]] = dict(cache.get("phrases", {}))
+                        for key, n in requested.items():
+                            row = table.setdefault(key, _row(phrases[key]))
+                            row["count"] = row.get("count", 0) + n
+                            row["misses"] = row.get("misses", 0) + missed.get(key, 0)
+                        if len(table) > self.max_phrases:
+                            table = dict(sorted(table.items(), key=lambda kv: -kv[1]["count"])[: self.max_phrases])
+                        cache.set("phrases", table)
+                done = True
+        if not done:
             with self._lock:  # put them back so nothing is lost
                 self._pending.update(pending)
-                for which, counts in tops.items():
-                    self._top_pending[which].update(counts)
+                self._requested.update(requested)
+                self._missed.update(missed)
+                for key, phrase in phrases.items():
+                    self._phrases.setdefault(key, phrase)
+                self._bound()
+
+    def _bound(self) -> None:
+        """Keep at most ``max_phrases`` unflushed phrases in memory (lock held)."""
+        if len(self._phrases) <= self.max_phrases:
+            return
+        keep = {key for key, _ in self._requested.most_common(self.max_phrases)}
+        for key in list(self._phrases):
+            if key not in keep:
+                self._phrases.pop(key)
+                self._requested.pop(key, None)
+                self._missed.pop(key, None)
 
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.flush()
-        if self._store is not None:
-            self._store.close()
 
     def _loop(self, every: float) -> None:
         while not self._stop.wait(every):
             self.flush()
 
 
-def _top_rows(table: dict[str, list[Any]], top: int) -> list[dict[str, Any]]:
-    rows = sorted(table.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top]
-    return [{"key": k, "count": v[0], "text": v[1], "voice": v[2] if len(v) > 2 else ""} for k, v in rows]
+def _row(phrase: Phrase) -> dict[str, Any]:
+    row = asdict(phrase)
+    row.update(count=0, misses=0)
+    return row
+
+
+def _top(table: dict[str, dict[str, Any]], by: str, top: int) -> list[dict[str, Any]]:
+    rows = sorted(((k, v) for k, v in table.items() if v.get(by, 0) > 0), key=lambda kv: (-kv[1][by], kv[0]))
+    return [dict(v, key=k) for k, v in rows[:top]]
+
+
+def _rate(hits: int, misses: int) -> float:
+    return round(hits / (hits + misses), 4) if hits + misses else 0.0

@@ -391,9 +391,9 @@ def test_read_only_cache_directory_still_serves(tmp_path: Path) -> None:
 
 
 def test_cache_recovers_when_directory_appears(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import lib.cache.store
+    import lib.cache.handle
 
-    monkeypatch.setattr(lib.cache.store, "_REOPEN_AFTER", 0.0)
+    monkeypatch.setattr(lib.cache.handle, "REOPEN_AFTER", 0.0)
     blocker = tmp_path / "later"
     blocker.write_text("in the way")
     svc = TTSService(make_config(blocker), ToneEngine())

@@ -143,18 +143,25 @@ def test_evict_model_version_removes_its_entries(client: Client, service: TTSSer
     assert 'data-cache="MISS"' in badge
 
 
-def test_export_top_phrases_is_a_valid_phrase_file(client: Client, tmp_path: Path) -> None:
+def test_export_top_phrases_is_a_valid_phrase_file(client: Client, tmp_path: Path, testdata_dir: Path) -> None:
     for _ in range(3):
         _synth(client, text="欢迎光临")
     _synth(client, text="Mind the gap", voice="tone-high")
-    _synth(client, text="seeded", seed=9)  # not rebuildable from the statistics: skipped with a note
+    _synth(client, text="seeded, with its punctuation kept exactly!", seed=9, speed=1.25)
+    prompt = handle_file(str(testdata_dir / "male_prompt.wav"))
+    _synth(client, mode="cross_lingual", voice=None, prompt_audio=prompt, text="in an uploaded voice")
     path, message = client.predict(api_name="/export_phrases")
     document = json.loads(Path(path).read_text(encoding="utf-8"))
     assert document["phrases"][0] == {"text": "欢迎光临", "voice": "tone-low"}
-    assert {p["text"] for p in document["phrases"]} == {"欢迎光临", "Mind the gap"}
+    assert {"text": "seeded, with its punctuation kept exactly!", "voice": "tone-low", "seed": 9, "speed": 1.25} in (
+        document["phrases"]
+    )
+    assert {p["text"] for p in document["phrases"]} == {
+        "欢迎光临", "Mind the gap", "seeded, with its punctuation kept exactly!"
+    }  # fmt: skip
     assert document["voices"] == {"tone-low": {"preset": "tone-low"}, "tone-high": {"preset": "tone-high"}}
-    assert "seed" in message
-    assert len(load_phrases(path)) == 2
+    assert "'in an uploaded voice' was spoken in an uploaded recording that is not a saved voice" in message
+    assert len(load_phrases(path)) == 3
 
 
 def test_preload_tab_fills_the_cache(client: Client, service: TTSService) -> None:

@@ -11,15 +11,18 @@ import logging
 import secrets
 import threading
 from collections.abc import Callable
-from typing import Protocol
+from pathlib import Path
+from typing import Protocol, TypeVar
 
 import diskcache
 
-from lib.cache.diskutil import open_cache
+from lib.cache.handle import STORE_ERRORS, DiskHandle
 
 __all__ = ["NO_LEASE", "DiskLeases", "Lease", "Leases", "Renewer"]
 
 _LOGGER = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 class Leases(Protocol):
@@ -44,33 +47,57 @@ class Leases(Protocol):
 
 class DiskLeases:
     """Leases in a diskcache beside the store (``<cache.dir>/locks``): atomic across
-    processes on one host through SQLite transactions."""
+    processes on one host through SQLite transactions. A failing lock store raises
+    (single-flight then falls back to this process alone) and is reopened later."""
 
-    def __init__(self, directory: str) -> None:
-        self._cache: diskcache.Cache = open_cache(directory, eviction_policy="none", size_limit=2**40)
+    def __init__(self, directory: str, on_error: Callable[[str, BaseException], None] = lambda op, e: None) -> None:
+        self._disk = DiskHandle(
+            Path(directory), name="lock", on_error=on_error, eviction_policy="none", size_limit=2**30
+        )
+        self._disk.open()
+
+    def _cache(self, op: str) -> diskcache.Cache:
+        cache = self._disk.open()
+        if cache is None:
+            raise OSError(f"the lock store is unavailable ({self._disk.last_error})")
+        return cache
+
+    def _call(self, op: str, fn: Callable[[diskcache.Cache], _T]) -> _T:
+        cache = self._cache(op)
+        try:
+            return fn(cache)
+        except STORE_ERRORS as exc:
+            self._disk.broken(op, exc)
+            raise
 
     def acquire(self, key: str, lease: float) -> str | None:
         token = secrets.token_hex(8)
         # add() is atomic and treats an expired lock as absent.
-        return token if self._cache.add(key, token, expire=lease) else None
+        return token if self._call("lock", lambda c: c.add(key, token, expire=lease)) else None
 
     def renew(self, key: str, token: str, lease: float) -> bool:
-        with self._cache.transact():
-            if self._cache.get(key) != token:
-                return False
-            self._cache.set(key, token, expire=lease)
-            return True
+        def renew(cache: diskcache.Cache) -> bool:
+            with cache.transact():
+                if cache.get(key) != token:
+                    return False
+                cache.set(key, token, expire=lease)
+                return True
+
+        return self._call("renew", renew)
 
     def release(self, key: str, token: str) -> None:
-        with self._cache.transact():
-            if self._cache.get(key) == token:
-                self._cache.delete(key)
+        def release(cache: diskcache.Cache) -> None:
+            with cache.transact():
+                if cache.get(key) == token:
+                    cache.delete(key)
+
+        self._call("unlock", release)
 
     def held(self, key: str) -> bool:
-        return self._cache.get(key) is not None
+        return self._call("held", lambda c: c.get(key) is not None)
 
     def close(self) -> None:
-        self._cache.close()
+        self._disk.close()
 
 
 class Renewer:

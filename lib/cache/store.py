@@ -1,29 +1,24 @@
 """The disk tier: a size-limited, private ``diskcache`` store of packed entries.
 
-Failures of the store never fail a request. Every operation catches the store's own
-errors (SQLite, OS, lock time-outs), logs and counts them through ``on_error``, and
-answers as if the entry were absent; a store that could not be opened (missing,
-unwritable or full directory) is reopened on a later request, so the cache recovers
-by itself once the problem is fixed.
+Failures of the store never fail a request: every operation goes through a
+:class:`lib.cache.handle.DiskHandle`, which reports the store's own errors and reopens
+it later, and answers as if the entry were absent meanwhile.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import sqlite3
-import threading
-import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import Any
 
 import diskcache
 
-from lib.cache.diskutil import open_cache
 from lib.cache.entry import CachedAudio, CorruptEntryError, pack, read_header, unpack
+from lib.cache.handle import DiskHandle
 from lib.cache.keys import KEY_RE
 from lib.config import CacheConfig
 
@@ -31,8 +26,6 @@ __all__ = ["AudioStore"]
 
 _LOGGER = logging.getLogger(__name__)
 
-_STORE_ERRORS = (sqlite3.Error, OSError, diskcache.Timeout)
-_REOPEN_AFTER = 5.0  # seconds between attempts to reopen a broken store
 _HEADER_PEEK = 64 * 1024  # header bytes read when scanning entries by voice
 
 
@@ -44,77 +37,30 @@ class AudioStore:
         self.config = config
         self.directory = directory
         self._on_error = on_error
-        self._cache: diskcache.Cache | None = None
-        self._next_open = 0.0
-        self._lock = threading.Lock()
-        self.last_error: str | None = None
-        self._open()
+        self._disk = DiskHandle(
+            directory,
+            name="cache",
+            on_error=on_error,
+            size_limit=config.size_limit,
+            eviction_policy=config.eviction_policy,
+            cull_limit=10,
+            statistics=False,
+            tag_index=True,
+            # Keep the WAL small so the directory tracks the size limit.
+            sqlite_journal_size_limit=4 * 1024 * 1024,
+        )
+        self._disk.open()
 
-    # -- opening and failure handling ---------------------------------------------------
-
-    def _open(self) -> diskcache.Cache | None:
-        with self._lock:
-            if self._cache is not None:
-                return self._cache
-            now = time.monotonic()
-            if now < self._next_open:
-                return None
-            try:
-                self._cache = open_cache(
-                    self.directory,
-                    size_limit=self.config.size_limit,
-                    eviction_policy=self.config.eviction_policy,
-                    cull_limit=10,
-                    statistics=False,
-                    tag_index=True,
-                    # Keep the WAL small so the directory tracks the size limit.
-                    sqlite_journal_size_limit=4 * 1024 * 1024,
-                )
-                if self.last_error:
-                    _LOGGER.warning("cache store at %s is available again", self.directory)
-                self.last_error = None
-            except _STORE_ERRORS as exc:
-                self._next_open = now + _REOPEN_AFTER
-                self._report("open", exc)
-                return None
-            return self._cache
-
-    def _report(self, op: str, exc: BaseException) -> None:
-        message = f"{op}: {type(exc).__name__}: {exc}"
-        if message != self.last_error:
-            _LOGGER.error("cache store %s failed (%s); requests are served without it", self.directory, message)
-        self.last_error = message
-        self._on_error(op, exc)
-
-    def _broken(self, op: str, exc: BaseException) -> None:
-        """Report, and drop the handle so that the next call reopens the store."""
-        self._report(op, exc)
-        with self._lock:
-            cache, self._cache = self._cache, None
-            self._next_open = time.monotonic() + _REOPEN_AFTER
-        if cache is not None:
-            with suppress(*_STORE_ERRORS):
-                cache.close()
-
-    def _handle(self) -> diskcache.Cache | None:
-        # Not ``self._cache or ...``: a Cache is falsy when empty, and len() is a query.
-        cache = self._cache
-        return cache if cache is not None else self._open()
-
-    @contextmanager
-    def _using(self, op: str) -> Iterator[diskcache.Cache | None]:
-        cache = self._handle()
-        try:
-            yield cache
-        except _STORE_ERRORS as exc:
-            if isinstance(exc, sqlite3.OperationalError) and "full" in str(exc):
-                self._report(op, exc)  # disk full: keep the handle, eviction may free space
-            else:
-                self._broken(op, exc)
+    def _using(self, op: str) -> AbstractContextManager[diskcache.Cache | None]:
+        return self._disk.using(op)
 
     @property
     def available(self) -> bool:
-        return self._handle() is not None
+        return self._disk.available
+
+    @property
+    def last_error(self) -> str | None:
+        return self._disk.last_error
 
     # -- entries ------------------------------------------------------------------------
 
@@ -236,10 +182,7 @@ class AudioStore:
         return {"checked": checked, "corrupt_removed": corrupt, "repairs": repairs, "available": True}
 
     def close(self) -> None:
-        with self._lock:
-            cache, self._cache = self._cache, None
-        if cache is not None:
-            cache.close()
+        self._disk.close()
 
     def _evict_where(self, match: Callable[[dict[str, Any]], bool]) -> int:
         removed = 0

@@ -12,12 +12,12 @@ import threading
 import time
 from typing import Any
 
-import diskcache
 import numpy as np
 
 from lib.audio import PromptAudio, decode_flac, encode
+from lib.cache.handle import STORE_ERRORS, DiskHandle
 from lib.engines.base import PROMPT_SAMPLE_RATE
-from lib.errors import ConflictError, ValidationError
+from lib.errors import ConflictError, StoreUnavailableError, ValidationError
 from lib.voices.tiers import SharedVoices, read_tiers
 
 __all__ = ["NAME_RE", "SavedVoice", "VoiceLibrary"]
@@ -58,7 +58,7 @@ class VoiceLibrary:
     #: again, so that a voice deleted on another replica disappears here too.
     SHARED_FRESH_SECONDS = 10.0
 
-    def __init__(self, store: diskcache.Cache | None) -> None:
+    def __init__(self, store: DiskHandle | None) -> None:
         self._store = store
         self._memory: dict[str, tuple[SavedVoice, float]] = {}
         self._lock = threading.Lock()
@@ -102,13 +102,18 @@ class VoiceLibrary:
             "created": voice.created,
             "fingerprint": prompt.fingerprint,
         }
-        if self._store is None and self.shared is None:
-            raise ValidationError("the voice library is unavailable (cache directory not writable); fix cache.dir")
-        if self._store is not None:
-            if replace:
-                self._store.set(f"voice:{name}", record)
-            elif not self._store.add(f"voice:{name}", record):  # atomic: two saves race, one wins
-                raise ConflictError(taken_message(name))
+        cache = self._store.open() if self._store is not None else None
+        if cache is None and self.shared is None:
+            raise StoreUnavailableError(_UNAVAILABLE)
+        if cache is not None and self._store is not None:
+            try:
+                if replace:
+                    cache.set(f"voice:{name}", record)
+                elif not cache.add(f"voice:{name}", record):  # atomic: two saves race, one wins
+                    raise ConflictError(taken_message(name))
+            except STORE_ERRORS as exc:
+                self._store.broken("save voice", exc)
+                raise StoreUnavailableError(_UNAVAILABLE) from exc
         if self.shared is not None:
             self.shared.put_voice(name, record)
         self._remember(voice)
@@ -132,23 +137,38 @@ class VoiceLibrary:
     def names(self) -> list[str]:
         found: set[str] = set()
         if self._store is not None:
-            try:
-                found.update(k[len("voice:") :] for k in self._store.iterkeys() if str(k).startswith("voice:"))
-            except Exception as exc:
-                _LOGGER.warning("cannot list voice library: %s", exc)
+            with self._store.using("list voices") as cache:
+                if cache is not None:
+                    found.update(k[len("voice:") :] for k in cache.iterkeys() if str(k).startswith("voice:"))
         if self.shared is not None:
             found.update(self.shared.voice_names())
         found.update(self._recalled())
         return sorted(found)
 
     def delete(self, name: str) -> bool:
-        with self._lock:
-            removed = self._memory.pop(name, None) is not None
+        """Delete ``name`` from every tier; True if it was saved anywhere. Raises
+        :class:`StoreUnavailableError` (nothing changed) when the store cannot write."""
+        removed = False
         if self._store is not None:
-            removed = bool(self._store.delete(f"voice:{name}")) or removed
+            cache = self._store.open()
+            if cache is None and self.shared is None:
+                raise StoreUnavailableError(_UNAVAILABLE)
+            try:
+                removed = bool(cache is not None and cache.delete(f"voice:{name}"))
+            except STORE_ERRORS as exc:
+                self._store.broken("delete voice", exc)
+                raise StoreUnavailableError(_UNAVAILABLE) from exc
         if self.shared is not None:
             removed = bool(self.shared.delete_voice(name)) or removed
+        with self._lock:
+            removed = self._memory.pop(name, None) is not None or removed
         return removed
+
+
+_UNAVAILABLE = (
+    "the voice library cannot write now (the cache directory is full, read-only or missing); "
+    "nothing was changed: try again later, and tell the operator to check cache.dir"
+)
 
 
 def taken_message(name: str) -> str:

@@ -12,9 +12,8 @@ import threading
 import time
 from collections.abc import Callable
 
-import diskcache
-
 from lib.audio import PromptAudio
+from lib.cache.handle import DiskHandle
 from lib.cache.lru import ByteLRU
 from lib.engines.base import Engine, VoiceProfile
 from lib.voices.tiers import SharedVoices, read_tiers
@@ -31,7 +30,7 @@ class VoiceProfiles:
     def __init__(
         self,
         engine: Engine,
-        store: diskcache.Cache | None,
+        store: DiskHandle | None,
         memory_bytes: int,
         on_extract: Callable[[], None] = lambda: None,
     ) -> None:
@@ -64,10 +63,9 @@ class VoiceProfiles:
             self._memory.put(key, profile)
             blob = profile.to_bytes()
             if self._store is not None:
-                try:
-                    self._store.set(f"profile:{key}", blob)
-                except Exception as exc:
-                    _LOGGER.warning("cannot persist voice profile: %s", exc)
+                with self._store.using("put") as cache:
+                    if cache is not None:
+                        cache.set(f"profile:{key}", blob)
             if self.shared is not None:
                 self.shared.put_profile(key, blob)
             return profile

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import diskcache
+from lib.cache.handle import DiskHandle
 
 __all__ = ["SharedVoices", "read_tiers"]
 
@@ -31,16 +31,14 @@ class SharedVoices(Protocol):
 
 
 def read_tiers(
-    store: diskcache.Cache | None, local_key: str, shared_get: Callable[[str], Any] | None, shared_key: str
+    store: DiskHandle | None, local_key: str, shared_get: Callable[[str], Any] | None, shared_key: str
 ) -> Any:
     """The value from the local store, else from the shared tier; None if neither has it.
-    A failing local store is logged and skipped, never raised."""
+    A failing local store is reported by its handle and skipped, never raised."""
     value = None
     if store is not None:
-        try:
-            value = store.get(local_key)
-        except Exception as exc:
-            _LOGGER.warning("cannot read %s from the voice store: %s", local_key, exc)
+        with store.using("get") as cache:
+            value = cache.get(local_key) if cache is not None else None
     if value is None and shared_get is not None:
         value = shared_get(shared_key)
     return value
