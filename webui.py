@@ -13,6 +13,7 @@ Configuration precedence, lowest first: built-in defaults < ``config.yaml`` (or
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
 import time
@@ -168,9 +169,23 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
 def create_app(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> FastAPI:
     """The HTTP API with the UI mounted at ``/``: both on one port."""
     app = create_api(service)
-    demo = build_demo(service, phrases_path=phrases_path)
-    mounted: FastAPI = gr.mount_gradio_app(app, demo, path="/", css=_CSS, footer_links=["api"])
-    return mounted
+
+    def mount() -> FastAPI:
+        demo = build_demo(service, phrases_path=phrases_path)
+        mounted: FastAPI = gr.mount_gradio_app(app, demo, path="/", css=_CSS, footer_links=["api"])
+        return mounted
+
+    async def mount_in_a_loop() -> FastAPI:
+        return mount()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        # Gradio makes asyncio locks while mounting; outside a running loop it creates
+        # (and never closes) event loops of its own for them. Inside one it does not,
+        # and the locks bind to the server's loop on first use.
+        return asyncio.run(mount_in_a_loop())
+    return mount()
 
 
 # --- command line -----------------------------------------------------------------------

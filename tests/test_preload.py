@@ -154,7 +154,7 @@ def test_killed_midway_then_rerun_leaves_a_consistent_cache(tmp_path: Path) -> N
     env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_")}
     env["TTS_CACHE_LOCK_LEASE"] = "2"  # a killed holder blocks its key at most 2 s
     command = [sys.executable, str(REPO / "preload_cache.py"), "--phrases", str(phrases), "--cache-dir", str(cache)]
-    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     watcher = TTSService(load_config(env={}, overrides={"cache.dir": str(cache), "engine": "tone"}))
     try:
         while watcher.snapshot()["entries"] < 5:  # kill it once it is well under way
