@@ -6,9 +6,17 @@ second process (asyncio, raw HTTP/1.1 keep-alive connections, so the client cost
 little) at 1, 8 and 64 concurrent clients, and prints p50/p99 latency and requests/s.
 
     python bench/bench_http.py [--seconds 5] [--engine tone|builtin] [--clients 1,8,64]
+    python bench/bench_http.py --compare-bare [--rounds 3]
 
 Targets on the 2-core reference machine: hit p50 <= 5 ms at 1 client; >= 1,000
 requests/s for /api/audio at 64 clients with no errors.
+
+``--compare-bare`` also starts ``bench/bare_server.py`` (a bare FastAPI endpoint doing
+the least work for the same request: GET answers the same bytes from memory, POST parses
+the same multipart upload and answers the same bytes) and measures both servers in
+alternation, ``--rounds`` times, printing medians and the ratios the architecture issue
+sets: ``/api/audio`` throughput at 64 connections >= 85 % of the bare endpoint's, and
+``/api/tts`` hit p50 at one connection <= 1.3x the bare POST's.
 """
 
 from __future__ import annotations
@@ -104,12 +112,52 @@ def run_load(port: int, request: bytes, clients: int, seconds: float) -> dict[st
     }
 
 
+def start_bare(clip: bytes) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    body_file = Path(tempfile.mkdtemp(prefix="bench-bare-")) / "body.wav"
+    body_file.write_bytes(clip)
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "bare_server.py"), str(port), str(body_file)])
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return proc, port
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("the bare server did not start") from None
+            time.sleep(0.1)
+
+
+def compare_bare(port: int, steps: list[tuple[str, bytes]], clip: bytes, args: argparse.Namespace) -> int:
+    """Both servers, alternating, ``args.rounds`` times; medians and ratios."""
+    bare, bare_port = start_bare(clip)
+    try:
+        cases = [(steps[0], 1, "p50_ms"), (steps[1], 64, "rps"), (steps[0], 64, "rps"), (steps[1], 1, "p50_ms")]
+        print(f"{'endpoint':28} {'clients':>7} {'measure':>8} {'app':>9} {'bare':>9} {'app/bare':>9}")
+        for (name, raw), clients, measure in cases:
+            ours: list[float] = []
+            floor: list[float] = []
+            for _ in range(args.rounds):
+                ours.append(run_load(port, raw, clients, args.seconds)[measure])
+                floor.append(run_load(bare_port, raw, clients, args.seconds)[measure])
+            a, b = statistics.median(ours), statistics.median(floor)
+            print(f"{name:28} {clients:7d} {measure:>8} {a:9.2f} {b:9.2f} {a / b:9.2f}")
+            if args.json:
+                print(json.dumps({"endpoint": name, "clients": clients, "measure": measure, "app": ours, "bare": floor}))
+        return 0
+    finally:
+        bare.terminate()
+        bare.wait(timeout=30)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each load step")
     parser.add_argument("--engine", default="tone", help="engine of the server (the hits do not call it)")
     parser.add_argument("--clients", default="1,8,64")
     parser.add_argument("--json", action="store_true", help="print one JSON line per step as well")
+    parser.add_argument("--compare-bare", action="store_true", help="measure beside a bare FastAPI endpoint")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds with --compare-bare")
     args = parser.parse_args()
     port = free_port()
     cache = tempfile.mkdtemp(prefix="bench-http-")
@@ -147,6 +195,8 @@ def main() -> int:
             ("POST /api/tts (hit)", build_request("POST", "/api/tts", body, ctype)),
             ("GET /api/audio/{key}.wav", build_request("GET", f"/api/audio/{key}.wav")),
         ]
+        if args.compare_bare:
+            return compare_bare(port, steps, clip, args)
         print(f"{'endpoint':28} {'clients':>7} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}")
         for name, raw in steps:
             for clients in (int(c) for c in args.clients.split(",")):

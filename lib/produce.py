@@ -15,7 +15,7 @@ from lib.audio import check_engine_audio
 from lib.cache.entry import CachedAudio
 from lib.cache.keys import model_tag
 from lib.config import AppConfig
-from lib.engines.base import Engine
+from lib.engines.base import Engine, VoiceConverter
 from lib.errors import EngineError, TTSError
 from lib.metrics import Metrics
 from lib.request import Resolved
@@ -47,7 +47,12 @@ class Producer:
         f = r.fields
         t1 = time.perf_counter()
         try:
-            synth = self.engine.synthesise(f.text, voice, style=f.style, seed=f.seed, speed=f.speed, mode=f.mode)
+            if r.source is not None:
+                if not isinstance(self.engine, VoiceConverter):  # resolve refuses this first
+                    raise EngineError(f"the {self.engine.name} engine cannot convert recordings")
+                synth = self.engine.convert(r.source.pcm, voice, seed=f.seed, speed=f.speed)
+            else:
+                synth = self.engine.synthesise(f.text, voice, style=f.style, seed=f.seed, speed=f.speed, mode=f.mode)
         except TTSError:
             raise
         except Exception as exc:
@@ -73,6 +78,6 @@ class Producer:
             "engine_seconds": round(engine_seconds, 4),
             "info": dict(synth.info),
         }
-        if self.config.cache.store_text:
+        if self.config.cache.store_text and r.source is None:
             meta["text"] = f.text
         return CachedAudio.from_pcm(r.key, pcm, self.engine.sample_rate, meta), timings

@@ -12,7 +12,10 @@ from numpy.typing import NDArray
 from lib.audio import PromptAudio
 from lib.cache.keys import KeyFields
 
-__all__ = ["PromptSource", "Resolved", "TTSRequest"]
+__all__ = ["CONVERT", "ConvertRequest", "PromptSource", "Resolved", "TTSRequest"]
+
+#: The mode of a conversion (speech to speech) in keys and entries.
+CONVERT = "convert"
 
 #: Prompt audio: a file path, the raw bytes of an audio file, or (sample_rate, samples).
 PromptSource = Union[str, "os.PathLike[str]", bytes, tuple[int, NDArray[Any]]]
@@ -47,6 +50,24 @@ class TTSRequest:
 
 
 @dataclass(frozen=True)
+class ConvertRequest:
+    """Convert mode: the words of ``source_audio`` spoken in another voice (the target:
+    ``prompt_audio``, or a saved or preset ``voice``)."""
+
+    source_audio: PromptSource
+    """The recording to re-speak."""
+    prompt_audio: PromptSource | None = None
+    voice: str | None = None
+    seed: int = 0
+    speed: float = 1.0
+    format: str = "wav"
+    use_cache: bool = True
+    store: bool = True
+    ttl: float | None = None
+    origin: str = "user"
+
+
+@dataclass(frozen=True)
 class Resolved:
     """A validated request: ``fields`` is exactly what the engine will receive."""
 
@@ -61,3 +82,6 @@ class Resolved:
     use_cache: bool
     store: bool
     ttl: float | None
+    """Effective time-to-live in seconds (the request's, else ``cache.ttl``)."""
+    source: PromptAudio | None = None
+    """Convert mode: the recording to re-speak (canonical PCM)."""

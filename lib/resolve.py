@@ -14,9 +14,10 @@ from typing import Protocol
 from lib.audio import PromptAudio
 from lib.cache.keys import KeyFields, voice_id
 from lib.config import AppConfig
+from lib.engines.base import VoiceConverter
 from lib.errors import NotFoundError, ValidationError
-from lib.request import PromptSource, Resolved, TTSRequest
-from lib.validate import check_seed, check_speed, check_ttl, normalise_fields
+from lib.request import CONVERT, ConvertRequest, PromptSource, Resolved, TTSRequest
+from lib.validate import check_format, check_seed, check_speed, check_ttl, normalise_fields
 
 __all__ = ["EngineInfo", "Resolver", "SavedPrompt", "VoiceBook"]
 
@@ -56,8 +57,8 @@ class VoiceBook(Protocol):
 
     def names(self) -> list[str]: ...
 
-    def prompt(self, source: PromptSource) -> PromptAudio:
-        """Decode and check uploaded prompt audio."""
+    def prompt(self, source: PromptSource, field: str = "prompt audio") -> PromptAudio:
+        """Decode and check uploaded audio (``field`` names it in messages)."""
         ...
 
 
@@ -101,7 +102,46 @@ class Resolver:
             ttl=ttl if ttl is not None else self.config.cache.ttl,
         )
 
-    def _voice(self, request: TTSRequest, prompt_text: str) -> tuple[PromptAudio | None, str | None, str]:
+    def resolve_convert(self, request: ConvertRequest) -> Resolved:
+        """Convert mode: keyed on the source recording's fingerprint, the target voice,
+        seed, speed, engine and model version (the text field holds the source)."""
+        if not isinstance(self.engine, VoiceConverter):
+            raise ValidationError(
+                f"mode: the {self.engine.name} engine cannot convert recordings; use the builtin or cosyvoice engine"
+            )
+        if request.source_audio is None:
+            raise ValidationError("source_audio: upload or record the recording to convert")
+        check_format(request.format)
+        source = self.voices.prompt(request.source_audio, field="source_audio")
+        prompt, preset, _ = self._voice(request, "")
+        fields = KeyFields(
+            engine=self.engine.name,
+            model_version=self.engine.model_version,
+            voice=voice_id(prompt.fingerprint if prompt is not None else None, preset),
+            prompt_text="",
+            text=f"source:{source.fingerprint}",
+            style="",
+            seed=check_seed(request.seed),
+            speed=round(check_speed(request.speed), 3),
+            mode=CONVERT,
+        )
+        ttl = check_ttl(request.ttl)
+        return Resolved(
+            fields=fields,
+            key=fields.key,
+            prompt=prompt,
+            preset=preset,
+            voice_name=request.voice.strip() if request.voice else "",
+            format=request.format,
+            use_cache=bool(request.use_cache),
+            store=bool(request.store),
+            ttl=ttl if ttl is not None else self.config.cache.ttl,
+            source=source,
+        )
+
+    def _voice(
+        self, request: TTSRequest | ConvertRequest, prompt_text: str
+    ) -> tuple[PromptAudio | None, str | None, str]:
         if request.voice and request.prompt_audio is not None:
             raise ValidationError("give either prompt_audio or voice, not both")
         if request.voice:

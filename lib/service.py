@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ from lib.errors import TTSError, ValidationError
 from lib.files import ResultFiles
 from lib.metrics import Metrics
 from lib.produce import Producer
-from lib.request import PromptSource, Resolved, TTSRequest
+from lib.request import ConvertRequest, PromptSource, Resolved, TTSRequest
 from lib.resolve import Resolver
 from lib.results import SynthesisResult
 from lib.stats import Phrase, Stats
@@ -119,10 +120,18 @@ class TTSService:
 
     def synthesise(self, request: TTSRequest) -> SynthesisResult:
         """Answer one request from the cache or the engine. Raises :class:`TTSError`."""
+        return self._serve(request, self.resolver.resolve)
+
+    def convert(self, request: ConvertRequest) -> SynthesisResult:
+        """Convert mode: the source recording's words in the target voice, through the
+        same cache and single-flight as :meth:`synthesise`. Raises :class:`TTSError`."""
+        return self._serve(request, self.resolver.resolve_convert)
+
+    def _serve(self, request: _AnyRequest, resolve: Callable[[Any], Resolved]) -> SynthesisResult:
         started = time.perf_counter()
         resolved: Resolved | None = None
         try:
-            resolved = self.resolver.resolve(request)
+            resolved = resolve(request)
             result = self._answer(resolved, started)
         except TTSError as exc:
             seconds = time.perf_counter() - started
@@ -150,7 +159,7 @@ class TTSService:
     def _phrase(self, r: Resolved) -> Phrase | None:
         """What the statistics may remember of ``r``: nothing of a request whose caller
         asked for no trace (bypass, ``store=false``) or when texts are not kept."""
-        if not (r.use_cache and r.store and self.config.cache.store_text):
+        if not (r.use_cache and r.store and self.config.cache.store_text) or r.source is not None:
             return None
         f = r.fields
         return Phrase(f.text, r.voice_name, f.voice, f.style, f.seed, f.speed, f.mode)
@@ -288,12 +297,16 @@ class TTSService:
         return DiskLeases(str(self.cache_dir / "locks"), on_error=self._store_error)
 
 
-def _origin(request: TTSRequest) -> str:
+_AnyRequest = TTSRequest | ConvertRequest
+
+
+def _origin(request: _AnyRequest) -> str:
     return "preload" if request.origin == "preload" else "user"
 
 
-def _text_of(request: TTSRequest) -> str:
-    return request.text if isinstance(request.text, str) else ""
+def _text_of(request: _AnyRequest) -> str:
+    text = getattr(request, "text", "")
+    return text if isinstance(text, str) else ""
 
 
 _default: TTSService | None = None

@@ -128,17 +128,15 @@ def normalise_fields(request: TTSRequest, config: AppConfig) -> tuple[str, str, 
     return text, prompt_text, style
 
 
-def check_prompt(prompt: PromptAudio, config: AppConfig) -> None:
-    """Reject prompts too short, too long or silent (HTTP 422)."""
+def check_prompt(prompt: PromptAudio, config: AppConfig, field: str = "prompt audio") -> None:
+    """Reject recordings too short, too long or silent (HTTP 422)."""
     p = config.prompt
     seconds = prompt.seconds
     if seconds < p.min_seconds:
-        raise PromptAudioError(
-            f"prompt audio is {seconds:.2f} s long; record at least {p.min_seconds:g} s of clear speech"
-        )
+        raise PromptAudioError(f"{field} is {seconds:.2f} s long; record at least {p.min_seconds:g} s of clear speech")
     if seconds > p.max_seconds:
-        raise PromptAudioError(f"prompt audio is {seconds:.1f} s long; trim it to at most {p.max_seconds:g} s")
+        raise PromptAudioError(f"{field} is {seconds:.1f} s long; trim it to at most {p.max_seconds:g} s")
     pcm = prompt.pcm.astype(np.float64)
     rms = float(np.sqrt(np.mean(pcm * pcm))) / 32768.0
     if rms < 1e-3:  # about -60 dBFS
-        raise PromptAudioError("prompt audio is silent; record the voice closer to the microphone")
+        raise PromptAudioError(f"{field} is silent; record the voice closer to the microphone")

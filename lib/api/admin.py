@@ -20,13 +20,13 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
 from lib.access import AccessPolicy, Caller
-from lib.errors import EngineUnavailableError, PayloadTooLargeError, ValidationError
+from lib.errors import EngineUnavailableError, ValidationError
 from lib.metrics import CONTENT_TYPE
 from lib.service import TTSService
 from lib.textnorm import cut_text
 
 from .errors import ERROR_RESPONSES
-from .http import too_large_message
+from .uploads import read_upload
 
 __all__ = ["CallerDep", "ClearRequest", "admin_router", "request_caller"]
 
@@ -88,11 +88,9 @@ def admin_router(service: TTSService) -> APIRouter:
             bool, Form(description="Replace the voice saved under this name (admin); without it a taken name is 409")
         ] = False,
     ) -> dict[str, Any]:
-        if prompt_audio.size is not None and prompt_audio.size > upload_limit:
-            raise PayloadTooLargeError(too_large_message(upload_limit))
-        audio = await prompt_audio.read()
-        if not audio:
-            raise ValidationError("prompt_audio: the uploaded file is empty; upload a recording of speech")
+        audio = await read_upload(prompt_audio, "prompt_audio", upload_limit)
+        if audio is None:
+            raise ValidationError("prompt_audio: upload the recording of the voice to save")
         saved = await to_thread.run_sync(
             lambda: service.save_voice(name, audio, prompt_text, replace=replace, caller=caller)
         )

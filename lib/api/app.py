@@ -18,6 +18,7 @@ from lib.access import AccessPolicy
 from lib.service import TTSService
 
 from .admin import admin_router
+from .convert import convert_router
 from .errors import install_error_handlers
 from .http import UploadLimit
 from .speech import speech_router
@@ -58,6 +59,7 @@ def create_app(service: TTSService, *, admin_token: Any = _ENV) -> FastAPI:
     )
     install_error_handlers(app)
     app.include_router(speech_router(service))
+    app.include_router(convert_router(service))
     app.include_router(admin_router(service))
     app.add_middleware(UploadLimit, limit=service.config.prompt.max_upload_bytes + _FORM_OVERHEAD)
     app.add_middleware(_HTTPMetrics, instruments=_instruments(service.metrics.registry))

@@ -78,6 +78,20 @@ class ToneEngine:
         audio = 0.3 * np.sin(2 * np.pi * hz * t) * (0.6 + 0.4 * np.sin(2 * np.pi * 3 * t))
         return Synthesis(audio.astype(np.float32), {"hz": round(hz, 1)})
 
+    def convert(self, source_pcm: NDArray[Any], voice: VoiceProfile, *, seed: int, speed: float) -> Synthesis:
+        """A tone as long as the source (divided by ``speed``), pitched by the voice."""
+        with self._lock:
+            self.calls += 1
+        if self.delay:
+            time.sleep(self.delay)
+        if self.fail is not None:
+            raise self.fail
+        digest = hashlib.md5(np.ascontiguousarray(source_pcm).tobytes() + str(seed).encode()).digest()
+        hz = float(voice.params.get("base_hz", 150.0)) + digest[0]
+        n = int(self.sample_rate * source_pcm.size / 16_000 / speed)
+        t = np.arange(n, dtype=np.float64) / self.sample_rate
+        return Synthesis((0.3 * np.sin(2 * np.pi * hz * t)).astype(np.float32), {"hz": round(hz, 1)})
+
     def stream(
         self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
     ) -> Iterator[NDArray[Any]]:

@@ -51,10 +51,11 @@ class Voices:
     def names(self) -> list[str]:
         return [v["name"] for v in self.list()]
 
-    def prompt(self, source: PromptSource) -> PromptAudio:
-        """Decode uploaded prompt audio and check it can be a voice."""
+    def prompt(self, source: PromptSource, field: str = "prompt audio") -> PromptAudio:
+        """Decode uploaded audio and check it is usable speech (``field`` names it in
+        messages: prompt audio, or the source of a conversion)."""
         prompt = self.decoder.decode(source)
-        check_prompt(prompt, self.config)
+        check_prompt(prompt, self.config, field)
         return prompt
 
     def profile(self, r: Resolved) -> VoiceProfile:

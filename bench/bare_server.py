@@ -1,0 +1,38 @@
+"""The floor for ``bench_http.py --compare-bare``: a bare FastAPI app on uvicorn that
+does the least work for the same requests as the real API -- GET answers the same
+bytes from memory; POST parses the same multipart upload and answers the same bytes.
+
+    python bench/bare_server.py PORT BODY_FILE
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+
+def create(body: bytes) -> FastAPI:
+    app = FastAPI()
+
+    @app.get("/api/audio/{name}")
+    async def audio(name: str) -> Response:
+        return Response(body, media_type="audio/wav")
+
+    @app.post("/api/tts")
+    async def tts(request: Request) -> Response:
+        form = await request.form()
+        if "text" not in form:
+            return Response(status_code=400)
+        await form.close()
+        return Response(body, media_type="audio/wav")
+
+    return app
+
+
+if __name__ == "__main__":
+    port, body_file = int(sys.argv[1]), Path(sys.argv[2])
+    uvicorn.run(create(body_file.read_bytes()), host="127.0.0.1", port=port, log_level="warning", access_log=False)

@@ -1,0 +1,91 @@
+"""``POST /api/convert``: convert mode (speech to speech). The words of an uploaded
+recording, spoken in another voice (an uploaded prompt, or a saved or preset voice),
+through the same cache, single-flight, headers, errors and limits as ``/api/tts``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from anyio import to_thread
+from fastapi import APIRouter, File, Form, Header, UploadFile
+from fastapi.responses import JSONResponse, Response
+
+from lib.audio import MIME_TYPES, encode
+from lib.errors import ValidationError
+from lib.request import ConvertRequest
+from lib.service import TTSService
+from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
+
+from .errors import ERROR_RESPONSES
+from .http import etag_for
+from .uploads import read_upload
+
+__all__ = ["convert_router"]
+
+Format = Literal["wav", "mp3", "flac", "ogg"]
+
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The converted audio, or with `Accept: application/json` a JSON description of it",
+        "content": {mime: {"schema": {"type": "string", "format": "binary"}} for mime in MIME_TYPES.values()},
+    },
+    **ERROR_RESPONSES,
+}
+
+
+def convert_router(service: TTSService) -> APIRouter:
+    router = APIRouter()
+    limit = service.config.prompt.max_upload_bytes
+
+    @router.post(
+        "/api/convert", tags=["synthesis"], summary="Convert a recording into another voice (speech to speech)",
+        response_class=Response, responses=_RESPONSES,
+    )  # fmt: skip
+    async def convert(
+        source_audio: Annotated[UploadFile, File(description="The recording whose words are spoken, 1-30 s")],
+        prompt_audio: Annotated[UploadFile | None, File(description="The target voice, as a recording")] = None,
+        voice: Annotated[str | None, Form(description="The target voice: a saved or preset voice name")] = None,
+        seed: Annotated[int, Form(ge=0, le=MAX_SEED)] = 0,
+        speed: Annotated[float, Form(ge=MIN_SPEED, le=MAX_SPEED)] = 1.0,
+        format: Annotated[Format, Form()] = "wav",
+        cache: Annotated[bool, Form(description="false bypasses the cache (no read, no write)")] = True,
+        store: Annotated[bool, Form(description="false never writes the result (personal data)")] = True,
+        ttl: Annotated[float | None, Form(gt=0, description="Seconds this entry lives")] = None,
+        accept: Annotated[str | None, Header(include_in_schema=False)] = None,
+    ) -> Response:
+        source = await read_upload(source_audio, "source_audio", limit)
+        if source is None:
+            raise ValidationError("source_audio: upload the recording to convert")
+        target = await read_upload(prompt_audio, "prompt_audio", limit)
+        request = ConvertRequest(
+            source_audio=source, prompt_audio=target, voice=voice or None, seed=seed, speed=speed,
+            format=format, use_cache=cache, store=store, ttl=ttl,
+        )  # fmt: skip
+
+        def work() -> tuple[Any, bytes]:
+            result = service.convert(request)
+            stored = result.cache == "HIT" or (result.cache == "MISS" and store)
+            body = service.audio_bytes(result.audio, format) if stored else encode(
+                result.audio.pcm, result.sample_rate, format
+            )
+            return result, body
+
+        result, body = await to_thread.run_sync(work)
+        headers = {
+            "X-Cache": result.cache,
+            "X-Cache-Key": result.key,
+            "ETag": etag_for(result.key, format),
+            "X-Audio-Duration": f"{result.duration:.3f}",
+            "X-Sample-Rate": str(result.sample_rate),
+        }
+        if accept and "application/json" in accept:
+            stored = result.cache == "HIT" or (result.cache == "MISS" and store)
+            doc = {
+                "key": result.key, "cache": result.cache,
+                "url": f"/api/audio/{result.key}.{format}" if stored else None,
+                "duration": round(result.duration, 4), "sample_rate": result.sample_rate,
+            }  # fmt: skip
+            return JSONResponse(doc, headers=headers)
+        return Response(body, media_type=MIME_TYPES[format], headers=headers)
+
+    return router
