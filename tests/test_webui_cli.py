@@ -86,3 +86,25 @@ def test_webui_and_preload_share_the_documented_flags() -> None:
                              text=True, timeout=60, cwd=REPO)  # fmt: skip
     assert _flags(preload.stdout) == {"--phrases", "--config", "--cache-dir", "--engine", "--model-dir",
                                       "--shared-url", "--workers", "--dry-run", "--force"}  # fmt: skip
+
+
+def test_run_sh_hands_the_shared_flags_to_the_preload(tmp_path: Path) -> None:
+    """``./run.sh --model-dir DIR --engine E`` (and the other shared flags) reach
+    preload_cache.py; the cache directory is created private; UI-only flags stay behind."""
+    cache = tmp_path / "c"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "lib.cli", "prepare", "--port", "9999", "--engine", "tone", "--model-dir",
+         str(tmp_path / "m"), "--cache-dir", str(cache), "--host", "0.0.0.0"],
+        cwd=REPO, env=env, capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().split("\0")[:-1] == [
+        "--cache-dir", str(cache), "--engine", "tone", "--model-dir", str(tmp_path / "m")
+    ]  # fmt: skip
+    assert cache.is_dir() and (cache.stat().st_mode & 0o777) == 0o700
+    bad = subprocess.run(
+        [sys.executable, "-m", "lib.cli", "prepare", "--engine", "nope"], cwd=REPO, env=env, capture_output=True,
+        timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2 and b"engine: must be one of" in bad.stderr
