@@ -41,6 +41,8 @@ ENV_PREFIX = "TTS_"
 #: Engines selectable with ``engine:`` in config.yaml or ``--engine`` (built by
 #: :func:`lib.engines.create_engine`). ``tone`` is the deterministic test double.
 ENGINE_NAMES = ("builtin", "cosyvoice", "tone")
+#: ``cache.eviction_policy`` values: the app's own (lib/cache/policy.py) and diskcache's two.
+EVICTION_POLICIES = ("cost-aware", "least-recently-used", "least-frequently-used")
 
 
 @dataclass(frozen=True)
@@ -51,8 +53,16 @@ class CacheConfig:
     """Cache directory; created 0700. Never on NFS (diskcache uses SQLite)."""
     size_limit: int = 2 * 1024**3
     """Upper bound of the audio store in bytes (``2GiB``, ``500MB`` accepted)."""
-    eviction_policy: str = "least-recently-used"
-    """``least-recently-used`` or ``least-frequently-used``."""
+    eviction_policy: str = "cost-aware"
+    """``cost-aware`` (keeps what saves the most engine time per byte, by request
+    frequency that ages; resists preload scans; see lib/cache/policy.py),
+    ``least-recently-used`` or ``least-frequently-used`` (diskcache's own)."""
+    pin_preload: bool = False
+    """Pin what a preload makes (cost-aware only): not evicted while that phrase list is
+    the one last preloaded."""
+    pin_fraction: float = 0.5
+    """Pinned entries are exempt from eviction only while they hold at most this
+    fraction of ``size_limit``."""
     ttl: float | None = None
     """Default time-to-live of an entry in seconds; null keeps entries until evicted."""
     max_entry_fraction: float = 0.1
@@ -356,9 +366,10 @@ def _check(config: AppConfig) -> None:
         (config.engine in ENGINE_NAMES, f"engine: must be one of {', '.join(ENGINE_NAMES)}, got {config.engine!r}"),
         (c.size_limit >= 1024 * 1024, f"cache.size_limit: must be at least 1MiB, got {c.size_limit}"),
         (
-            c.eviction_policy in ("least-recently-used", "least-frequently-used"),
-            f"cache.eviction_policy: use least-recently-used or least-frequently-used, got {c.eviction_policy!r}",
+            c.eviction_policy in EVICTION_POLICIES,
+            f"cache.eviction_policy: use one of {', '.join(EVICTION_POLICIES)}, got {c.eviction_policy!r}",
         ),
+        (0 <= c.pin_fraction <= 1, f"cache.pin_fraction: must be in [0, 1], got {c.pin_fraction}"),
         (c.ttl is None or c.ttl > 0, f"cache.ttl: must be positive seconds or null, got {c.ttl}"),
         (0 < c.max_entry_fraction <= 1, f"cache.max_entry_fraction: must be in (0, 1], got {c.max_entry_fraction}"),
         (c.memory_bytes >= 0, f"cache.memory_bytes: must be >= 0, got {c.memory_bytes}"),

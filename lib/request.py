@@ -61,3 +61,5 @@ class Resolved:
     use_cache: bool
     store: bool
     ttl: float | None
+    origin: str = "user"
+    """``user`` or ``preload`` (the eviction policy counts only users' requests)."""

@@ -99,6 +99,7 @@ class Resolver:
             use_cache=bool(request.use_cache),
             store=bool(request.store),
             ttl=ttl if ttl is not None else self.config.cache.ttl,
+            origin="preload" if request.origin == "preload" else "user",
         )
 
     def _voice(self, request: TTSRequest, prompt_text: str) -> tuple[PromptAudio | None, str | None, str]:

@@ -173,7 +173,7 @@ class TTSService:
             entry, spent = self.producer.produce(r)
             timings.update(spent)
             if r.store:
-                self.tiers.keep(entry, lease)  # releases the lease once the entry is on disk
+                self.tiers.keep(entry, lease, origin=r.origin)  # releases the lease once the entry is on disk
             else:
                 lease.release()
             return entry
