@@ -47,7 +47,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +75,8 @@ EN_S_BASE, EN_S_PER_CHAR = 0.2, 0.045
 COST_BASE, COST_PER_S = 0.005, 0.026
 NOISE = 0.0023  # white-noise level that makes FLAC ~23 KB/s, as speech from the builtin engine
 _HAN = "请顾客到号窗口办理业务欢迎光临列车即将进站注意安全谢谢您的耐心等待本次航班开始登机前往上海北京广州深圳"
-_WORDS = "please the train is now arriving at platform mind gap customer number window thank you for waiting".split()
+_WORDS = ["please", "the", "train", "is", "now", "arriving", "at", "platform", "mind", "gap", "customer", "number",
+          "window", "thank", "you", "for", "waiting"]  # fmt: skip
 
 
 def phrase_text(i: int) -> str:
@@ -133,7 +134,8 @@ def _audio(text: str, rate: int) -> Any:
 def entry_bytes(text: str) -> int:
     pcm = (np.clip(_audio(text, ToneEngine.sample_rate), -1, 1) * 32767).astype("<i2")
     meta = {"engine_seconds": 0.1234, "text": text, "engine": "tone", "model_version": "tone-1",
-            "tag": "tone:tone-1", "voice": "preset:tone-low", "mode": "preset", "info": {}, "expires": None}  # fmt: skip
+            "tag": "tone:tone-1", "voice": "preset:tone-low", "mode": "preset", "info": {},
+            "expires": None}  # fmt: skip
     return len(pack(CachedAudio.from_pcm("0" * 32, pcm, ToneEngine.sample_rate, meta)))
 
 
@@ -255,6 +257,60 @@ def oracle(trace: Trace, size: Callable[[int], int], cost: Callable[[int], float
     return hits, saved
 
 
+# -- fast mode: the same policies without the service (--simulate) -------------------------
+
+
+def simulate(
+    policy: str, trace: Trace, cap: int, size: Callable[[int], int], cost: Callable[[int], float]
+) -> list[bool]:
+    """Per-request hits of ``policy`` on ``trace`` by bookkeeping alone: the shipped
+    :class:`CostAwarePolicy`, or diskcache's two rules re-stated (LRU; LFU by hits since
+    stored, oldest first on ties). Entry bytes only (no SQLite pages)."""
+    from lib.cache.policy import CostAwarePolicy
+
+    held: dict[int, list[float]] = {}
+    used, tick, hits = 0, 0, []
+    cost_aware = CostAwarePolicy(limit=cap)
+    scan_at = trace.scan_at if trace.scan is not None else -1
+
+    def add(k: int, requested: bool) -> None:
+        nonlocal used, tick
+        tick += 1
+        if policy == "cost-aware":
+            free = cap - cost_aware.nbytes()
+            if not cost_aware.admits(str(k), size(k), cost(k), requested=requested, free=free):
+                return
+            cost_aware.added(str(k), size(k), cost(k), requested=requested)
+            over = cost_aware.nbytes() - cap
+            if over > 0:
+                for victim in cost_aware.victims(over, protect=str(k)):
+                    cost_aware.removed(victim)
+            return
+        held[k] = [tick, 0.0, tick]
+        used += size(k)
+        while used > cap:
+            rank = 0 if policy == "least-recently-used" else 1
+            victim = min(held, key=lambda x: (held[x][rank], held[x][2]))
+            used -= size(victim)
+            del held[victim]
+
+    for i, k in enumerate(trace.requests):
+        if i == scan_at and trace.scan is not None:
+            for j in trace.scan:
+                add(j, False)
+        present = str(k) in cost_aware if policy == "cost-aware" else k in held
+        hits.append(present)
+        if present:
+            tick += 1
+            if policy == "cost-aware":
+                cost_aware.hit(str(k))
+            else:
+                held[k][0], held[k][1] = tick, held[k][1] + 1
+        else:
+            add(k, True)
+    return hits
+
+
 # -- runs through the real service ----------------------------------------------------------
 
 
@@ -298,6 +354,7 @@ def main() -> None:
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--quick", action="store_true", help="2,000 requests, one seed (a smoke test)")
     parser.add_argument("--calibrate", action="store_true", help="measure the built-in engine and exit")
+    parser.add_argument("--simulate", action="store_true", help="bookkeeping only, no service (fast; a cross-check)")
     args = parser.parse_args()
     if args.calibrate:
         calibrate()
@@ -320,7 +377,8 @@ def main() -> None:
         return model_cost(phrase_text(k))
 
     mean_size = statistics.mean(size(k) for k in range(N_PHRASES))
-    print(f"mean entry {mean_size / 1024:.1f} KiB; mean engine cost {statistics.mean(cost(k) for k in range(N_PHRASES)):.3f} s")
+    mean_cost = statistics.mean(cost(k) for k in range(N_PHRASES))
+    print(f"mean entry {mean_size / 1024:.1f} KiB; mean engine cost {mean_cost:.3f} s")
     rows: dict[tuple[str, float], dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
     scan_rows: dict[float, dict[str, list[tuple[float, float, float]]]] = defaultdict(lambda: defaultdict(list))
     base_runs: dict[tuple[int, float, str], dict[str, Any]] = {}
@@ -353,11 +411,17 @@ def main() -> None:
                         row["oracle (count)"].append((oc[0] / n, oc[1]))
                         row["oracle (cost)"].append((oe[0] / n, oe[1]))
                 for policy in policies:
-                    result = run_policy(policy, trace, cap, args.cost_scale)
+                    if args.simulate:
+                        flags = simulate(policy, trace, cap, size, cost)
+                        result = {"hits": flags, "saved": sum(cost(k) for k, h in zip(reqs, flags, strict=True) if h),
+                                  "measured_saved": 0.0, "bytes": 0, "seconds": 0.0}  # fmt: skip
+                    else:
+                        result = run_policy(policy, trace, cap, args.cost_scale)
                     row[policy].append((sum(result["hits"]) / n, result["saved"]))
                     print(f"  seed {seed} {share:.0%} {name:9s} {policy:22s} hit {sum(result['hits']) / n:.3f} "
                           f"saved {result['saved']:.1f} s (measured {result['measured_saved']:.1f}) "
-                          f"disk {result['bytes'] / cap:.2f} of limit, {result['seconds']:.0f} s", flush=True)  # fmt: skip
+                          f"disk {result['bytes'] / cap:.2f} of limit, {result['seconds']:.0f} s",
+                          flush=True)  # fmt: skip
                     if name == "zipf-1.0":
                         base_runs[(seed, share, policy)] = result
                     if name == "scan" and (seed, share, policy) in base_runs:

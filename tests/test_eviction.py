@@ -233,9 +233,9 @@ def test_preload_pins_its_list_when_configured(tmp_path: Path) -> None:
 def test_bad_policy_names_the_key(tmp_path: Path) -> None:
     from lib.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="cache.eviction_policy: use one of cost-aware"):
+    with pytest.raises(ConfigError, match=r"cache\.eviction_policy: use one of cost-aware"):
         load_config(env={}, overrides={"cache.eviction_policy": "random", "cache.dir": str(tmp_path)})
-    with pytest.raises(ConfigError, match="cache.pin_fraction"):
+    with pytest.raises(ConfigError, match=r"cache\.pin_fraction"):
         load_config(env={}, overrides={"cache.pin_fraction": 2, "cache.dir": str(tmp_path)})
     assert os.path.isdir(tmp_path)
 
