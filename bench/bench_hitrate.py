@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import functools
 import hashlib
 import math
 import random
@@ -79,6 +80,7 @@ _WORDS = ["please", "the", "train", "is", "now", "arriving", "at", "platform", "
           "window", "thank", "you", "for", "waiting"]  # fmt: skip
 
 
+@functools.cache
 def phrase_text(i: int) -> str:
     """Phrase ``i``: deterministic, unique, 6-40 characters, Mandarin or English."""
     rng = random.Random(i)
@@ -98,6 +100,7 @@ def audio_seconds(text: str) -> float:
     return EN_S_BASE + EN_S_PER_CHAR * len(text)
 
 
+@functools.cache
 def model_cost(text: str) -> float:
     return COST_BASE + COST_PER_S * audio_seconds(text)
 
