@@ -101,7 +101,7 @@ def bench_scale(runs: int, n: int, sizes: tuple[int, ...]) -> None:
     results: dict[int, float] = {}
     with tempfile.TemporaryDirectory() as d:
         svc, _ = _service(d, False)
-        cache = svc.store._open()
+        cache = svc.store._disk.open()
         filled = 0
         for size in sizes:
             if cache is not None:

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
-import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any
 
 import yaml
 
+from lib.configload import assign, build, env_values, parse_size
 from lib.errors import ConfigError
 
 __all__ = [
@@ -38,9 +37,14 @@ __all__ = [
 
 ENV_PREFIX = "TTS_"
 
+#: Fields given as sizes ("2GiB", "500MB" or bytes).
+_SIZE_FIELDS = frozenset({"size_limit", "memory_bytes", "transcode_bytes", "max_upload_bytes", "prompt_cache_bytes"})
+
 #: Engines selectable with ``engine:`` in config.yaml or ``--engine`` (built by
 #: :func:`lib.engines.create_engine`). ``tone`` is the deterministic test double.
 ENGINE_NAMES = ("builtin", "cosyvoice", "tone")
+#: ``cache.eviction_policy`` values: the app's own (lib/cache/policy.py) and diskcache's two.
+EVICTION_POLICIES = ("cost-aware", "least-recently-used", "least-frequently-used")
 
 
 @dataclass(frozen=True)
@@ -51,8 +55,16 @@ class CacheConfig:
     """Cache directory; created 0700. Never on NFS (diskcache uses SQLite)."""
     size_limit: int = 2 * 1024**3
     """Upper bound of the audio store in bytes (``2GiB``, ``500MB`` accepted)."""
-    eviction_policy: str = "least-recently-used"
-    """``least-recently-used`` or ``least-frequently-used``."""
+    eviction_policy: str = "cost-aware"
+    """``cost-aware`` (keeps what saves the most engine time per byte, by request
+    frequency that ages; resists preload scans; see lib/cache/policy.py),
+    ``least-recently-used`` or ``least-frequently-used`` (diskcache's own)."""
+    pin_preload: bool = False
+    """Pin what a preload makes (cost-aware only): not evicted while that phrase list is
+    the one last preloaded."""
+    pin_fraction: float = 0.5
+    """Pinned entries are exempt from eviction only while they hold at most this
+    fraction of ``size_limit``."""
     ttl: float | None = None
     """Default time-to-live of an entry in seconds; null keeps entries until evicted."""
     max_entry_fraction: float = 0.1
@@ -182,38 +194,13 @@ class AppConfig:
     def replace(self, overrides: Mapping[str, Any]) -> AppConfig:
         """A copy with dotted-key overrides applied (``{"cache.dir": "/x"}``);
         ``None`` values are skipped, so unset CLI flags change nothing."""
-        data = _to_dict(self)
+        data = dataclasses.asdict(self)
         for dotted, value in overrides.items():
             if value is None:
                 continue
-            _assign(data, dotted, value)
-        built: AppConfig = _build(AppConfig, data, "")
+            assign(data, dotted, value)
+        built: AppConfig = build(AppConfig, data, "", _SIZE_FIELDS)
         return built
-
-
-_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
-_SIZE_UNITS = {
-    "": 1, "b": 1,
-    "k": 1000, "kb": 1000, "kib": 1024, "ki": 1024,
-    "m": 1000**2, "mb": 1000**2, "mib": 1024**2, "mi": 1024**2,
-    "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "gi": 1024**3,
-    "t": 1000**4, "tb": 1000**4, "tib": 1024**4, "ti": 1024**4,
-}  # fmt: skip
-
-_SIZE_FIELDS = {"size_limit", "memory_bytes", "transcode_bytes", "max_upload_bytes", "prompt_cache_bytes"}
-
-
-def parse_size(value: str | int, key: str = "size") -> int:
-    """``"2GiB"`` -> 2147483648. Plain integers are bytes."""
-    if isinstance(value, bool):
-        raise ConfigError(f"{key}: expected a size such as 2GiB or 500MB, got {value!r}")
-    if isinstance(value, int):
-        return value
-    match = _SIZE_RE.match(str(value))
-    unit = (match.group(2) or "").lower() if match else ""
-    if not match or unit not in _SIZE_UNITS:
-        raise ConfigError(f"{key}: expected a size such as 2GiB or 500MB, got {value!r}")
-    return int(float(match.group(1)) * _SIZE_UNITS[unit])
 
 
 #: The configuration file used when none is named: ``config.yaml`` in the working
@@ -249,104 +236,10 @@ def load_config(
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"config file {file} must hold a mapping of keys, not {type(loaded).__name__}")
         data = loaded or {}
-    for dotted, raw in _env_values(os.environ if env is None else env).items():
-        _assign(data, dotted, yaml.safe_load(raw) if raw.strip() else None)
-    config: AppConfig = _build(AppConfig, data, "")
+    for dotted, raw in env_values(AppConfig, os.environ if env is None else env, ENV_PREFIX).items():
+        assign(data, dotted, yaml.safe_load(raw) if raw.strip() else None)
+    config: AppConfig = build(AppConfig, data, "", _SIZE_FIELDS)
     return config.replace(overrides or {})
-
-
-# --- internals ---------------------------------------------------------------------------
-
-
-def _env_values(env: Mapping[str, str]) -> dict[str, str]:
-    """Map ``TTS_CACHE_DIR`` -> ``cache.dir`` for every known key present in ``env``."""
-    found: dict[str, str] = {}
-    hints = get_type_hints(AppConfig)
-    for top in dataclasses.fields(AppConfig):
-        sub = hints[top.name]
-        if dataclasses.is_dataclass(sub):
-            for f in dataclasses.fields(sub):
-                name = f"{ENV_PREFIX}{top.name}_{f.name}".upper()
-                if name in env:
-                    found[f"{top.name}.{f.name}"] = env[name]
-        else:
-            name = f"{ENV_PREFIX}{top.name}".upper()
-            if name in env:
-                found[top.name] = env[name]
-    return found
-
-
-def _assign(data: dict[str, Any], dotted: str, value: Any) -> None:
-    parts = dotted.split(".")
-    node = data
-    for part in parts[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"{part}: expected a mapping of keys")
-        node = child
-    node[parts[-1]] = value
-
-
-def _to_dict(obj: Any) -> dict[str, Any]:
-    return dataclasses.asdict(obj)
-
-
-def _build(cls: type[Any], data: Any, prefix: str) -> Any:
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping of keys, got {data!r}")
-    hints = get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls)}
-    for key in data:
-        if key not in known:
-            where = f"{prefix}{key}"
-            raise ConfigError(f"{where}: unknown key; known keys here: {', '.join(sorted(known))}")
-    kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in data:
-            continue
-        key = f"{prefix}{f.name}"
-        hint = hints[f.name]
-        if dataclasses.is_dataclass(hint):
-            kwargs[f.name] = _build(hint, data[f.name], key + ".")  # type: ignore[arg-type]
-        else:
-            kwargs[f.name] = _coerce(hint, data[f.name], key)
-    return cls(**kwargs)
-
-
-def _coerce(hint: Any, value: Any, key: str) -> Any:
-    optional = False
-    if get_origin(hint) in (Union, types.UnionType):
-        args = [a for a in get_args(hint) if a is not type(None)]
-        optional = len(args) < len(get_args(hint))
-        hint = args[0]
-    if value is None:
-        if optional:
-            return None
-        raise ConfigError(f"{key}: a value is required")
-    leaf = key.rsplit(".", 1)[-1]
-    if hint is int and leaf in _SIZE_FIELDS:
-        return parse_size(value, key)
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
-            return value.lower() in ("true", "yes", "1")
-        raise ConfigError(f"{key}: expected true or false, got {value!r}")
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key}: expected a whole number, got {value!r}")
-        return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{key}: expected a number, got {value!r}")
-        return float(value)
-    if hint is str:
-        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-            raise ConfigError(f"{key}: expected text, got {value!r}")
-        return str(value)
-    raise ConfigError(f"{key}: unsupported type")  # pragma: no cover - programming error
 
 
 def _check(config: AppConfig) -> None:
@@ -356,9 +249,10 @@ def _check(config: AppConfig) -> None:
         (config.engine in ENGINE_NAMES, f"engine: must be one of {', '.join(ENGINE_NAMES)}, got {config.engine!r}"),
         (c.size_limit >= 1024 * 1024, f"cache.size_limit: must be at least 1MiB, got {c.size_limit}"),
         (
-            c.eviction_policy in ("least-recently-used", "least-frequently-used"),
-            f"cache.eviction_policy: use least-recently-used or least-frequently-used, got {c.eviction_policy!r}",
+            c.eviction_policy in EVICTION_POLICIES,
+            f"cache.eviction_policy: use one of {', '.join(EVICTION_POLICIES)}, got {c.eviction_policy!r}",
         ),
+        (0 <= c.pin_fraction <= 1, f"cache.pin_fraction: must be in [0, 1], got {c.pin_fraction}"),
         (c.ttl is None or c.ttl > 0, f"cache.ttl: must be positive seconds or null, got {c.ttl}"),
         (0 < c.max_entry_fraction <= 1, f"cache.max_entry_fraction: must be in (0, 1], got {c.max_entry_fraction}"),
         (c.memory_bytes >= 0, f"cache.memory_bytes: must be >= 0, got {c.memory_bytes}"),

@@ -60,5 +60,6 @@ class Dashboard:
     def gauges(self) -> dict[str, Any]:
         values = dict(self.tiers.store.stats())
         values["memory_bytes"] = self.tiers.memory.nbytes
+        values["engine_seconds_saved_last_hour"] = self.stats.saved_last_hour()
         values["shared_up"] = 1 if self.shared is not None and self.shared.up else 0
         return values

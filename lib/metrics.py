@@ -34,6 +34,11 @@ class _GaugeCollector(Collector):
             "tts_memory_tier_bytes", "Bytes held by the in-memory tier", value=values.get("memory_bytes", 0)
         )
         yield GaugeMetricFamily(
+            "tts_engine_seconds_saved_last_hour",
+            "Engine seconds that cache hits saved in the last hour (this process)",
+            value=values.get("engine_seconds_saved_last_hour", 0),
+        )
+        yield GaugeMetricFamily(
             "tts_shared_tier_up", "1 when the shared (Redis) tier is reachable", value=values.get("shared_up", 0)
         )
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from lib.service import TTSService
 
 __all__ = ["PreloadReport", "preload"]
+
+_LOGGER = logging.getLogger(__name__)
 
 
 @dataclass
@@ -49,14 +52,21 @@ def preload(
     dry_run: bool = False,
     on_done: Callable[[PreloadReport], None] | None = None,
     caller: Caller = LOCAL,
+    pin_as: str = "preload",
 ) -> PreloadReport:
     """Make sure every request is cached. Cached ones are skipped (``force``
     regenerates them); ``dry_run`` only counts what would be generated. ``on_done`` is
     called after each request (progress). Safe beside a serving process: the service
-    runs each key once across processes, and a killed run leaves only whole entries."""
+    runs each key once across processes, and a killed run leaves only whole entries.
+
+    With ``cache.pin_preload``, the keys of ``requests`` become the pinned list
+    ``pin_as`` before anything is made (replacing what that list pinned before), so
+    the eviction policy keeps them (lib/cache/policy.py)."""
     if workers < 1:
         raise ValidationError("workers: must be at least 1")
     check(caller, Action.FORCE if force else Action.PRELOAD)
+    if service.config.cache.pin_preload and not dry_run:
+        _pin(service, requests, pin_as)
     report = PreloadReport(total=0, dry_run=dry_run)
     lock = threading.Lock()
     started = time.perf_counter()
@@ -89,6 +99,18 @@ def preload(
                 raise
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _pin(service: TTSService, requests: list[PhraseRequest], name: str) -> None:
+    keys = []
+    for item in requests:
+        try:
+            keys.append(service.resolve(item.request()).key)
+        except TTSError:
+            continue  # reported when the request itself is tried
+    digest = service.store.pin(name, keys)
+    if digest is not None:
+        _LOGGER.info("pinned %d entries as list %r (digest %s)", len(keys), name, digest)
 
 
 def _preload_one(service: TTSService, item: PhraseRequest, *, force: bool, dry_run: bool) -> tuple[str, str]:

@@ -85,3 +85,5 @@ class Resolved:
     """Effective time-to-live in seconds (the request's, else ``cache.ttl``)."""
     source: PromptAudio | None = None
     """Convert mode: the recording to re-speak (canonical PCM)."""
+    origin: str = "user"
+    """``user`` or ``preload`` (the eviction policy counts only users' requests)."""

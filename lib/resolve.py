@@ -100,6 +100,7 @@ class Resolver:
             use_cache=bool(request.use_cache),
             store=bool(request.store),
             ttl=ttl if ttl is not None else self.config.cache.ttl,
+            origin="preload" if request.origin == "preload" else "user",
         )
 
     def resolve_convert(self, request: ConvertRequest) -> Resolved:
@@ -137,6 +138,7 @@ class Resolver:
             store=bool(request.store),
             ttl=ttl if ttl is not None else self.config.cache.ttl,
             source=source,
+            origin="preload" if request.origin == "preload" else "user",
         )
 
     def _voice(

@@ -145,8 +145,9 @@ class TTSService:
         label = result.cache.lower()
         saved = float(result.audio.meta.get("engine_seconds", 0.0)) if result.cache == "HIT" else 0.0
         self.stats.record(
-            label, seconds, key=result.key, phrase=self._phrase(resolved), origin=_origin(request), saved_ms=saved * 1e3
-        )
+            label, seconds, key=result.key, phrase=self._phrase(resolved), origin=resolved.origin,
+            saved_ms=saved * 1e3,
+        )  # fmt: skip
         if saved:
             self.metrics.engine_seconds_saved.inc(saved)
         self.metrics.requests.labels(label).inc()
@@ -182,7 +183,7 @@ class TTSService:
             entry, spent = self.producer.produce(r)
             timings.update(spent)
             if r.store:
-                self.tiers.keep(entry, lease)  # releases the lease once the entry is on disk
+                self.tiers.keep(entry, lease, origin=r.origin)  # releases the lease once the entry is on disk
             else:
                 lease.release()
             return entry

@@ -68,6 +68,8 @@ class Stats:
         """(unix time, result, seconds) of recent user requests."""
         self.preload_samples: deque[tuple[float, str, float]] = deque(maxlen=_SAMPLES)
         self.started = time.time()
+        self._saved_by_minute: deque[list[float]] = deque(maxlen=61)
+        """[minute, engine ms saved] of this process's last hour (per-hour figure)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if store is not None and flush_every > 0:
@@ -90,6 +92,11 @@ class Stats:
             self._count(counter, 1)
             if saved_ms:
                 self._count("engine_ms_saved", int(saved_ms))
+                minute = now // 60
+                if self._saved_by_minute and self._saved_by_minute[-1][0] == minute:
+                    self._saved_by_minute[-1][1] += saved_ms
+                else:
+                    self._saved_by_minute.append([minute, saved_ms])
             if origin == "preload":
                 self.preload_samples.append((now, result, seconds))
                 return
@@ -122,6 +129,12 @@ class Stats:
         with self._lock:
             return {name: self._since_start[name] for name in COUNTERS}
 
+    def saved_last_hour(self, now: float | None = None) -> float:
+        """Engine seconds that this process's hits saved in the last 60 minutes."""
+        since = ((time.time() if now is None else now) // 60) - 59
+        with self._lock:
+            return round(sum(ms for minute, ms in self._saved_by_minute if minute >= since) / 1000, 3)
+
     def snapshot(self, top: int = 20) -> dict[str, Any]:
         """Counters since start and in total, hit rates, and the ``top`` most requested
         and most missed phrases (``top=0``: none, and no text leaves this method)."""
@@ -147,6 +160,7 @@ class Stats:
             "hit_rate_total": _rate(totals["hits"], totals["misses"]),
             "engine_seconds_saved": round(since["engine_ms_saved"] / 1000, 3),
             "engine_seconds_saved_total": round(totals["engine_ms_saved"] / 1000, 3),
+            "engine_seconds_saved_last_hour": self.saved_last_hour(),
             "started": self.started,
         }
         if top:

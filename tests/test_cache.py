@@ -500,6 +500,7 @@ def test_crashed_lock_holder_blocks_the_key_only_until_expiry(tmp_path: Path) ->
 def test_metrics_exposition(service: TTSService) -> None:
     speak(service)
     speak(service)
+    service.flush()  # the disk write runs on the writer thread; the gauge reads the disk tier
     text = service.metrics.exposition().decode()
     assert 'tts_cache_requests_total{result="hit"} 1.0' in text
     assert 'tts_cache_requests_total{result="miss"} 1.0' in text

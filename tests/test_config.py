@@ -15,7 +15,7 @@ def test_defaults() -> None:
     assert config.engine == "builtin"
     assert config.cache.dir == "cosyvoice_cache"
     assert config.cache.size_limit == 2 * 1024**3
-    assert config.cache.eviction_policy == "least-recently-used"
+    assert config.cache.eviction_policy == "cost-aware"
     assert config.text.max_chars == 1000
 
 

@@ -19,6 +19,7 @@ import diskcache
 
 from lib.cache.entry import CachedAudio, CorruptEntryError, pack, read_header, unpack
 from lib.cache.handle import DiskHandle
+from lib.cache.keeper import Keeper
 from lib.cache.keys import KEY_RE
 from lib.config import CacheConfig
 
@@ -37,12 +38,17 @@ class AudioStore:
         self.config = config
         self.directory = directory
         self._on_error = on_error
+        # cost-aware: the app's own bookkeeping culls (lib/cache/keeper.py); diskcache's
+        # built-in policies otherwise.
+        self._keeper: Keeper | None = None
+        if config.eviction_policy == "cost-aware":
+            self._keeper = Keeper(config.size_limit, pin_fraction=config.pin_fraction)
         self._disk = DiskHandle(
             directory,
             name="cache",
             on_error=on_error,
             size_limit=config.size_limit,
-            eviction_policy=config.eviction_policy,
+            eviction_policy="none" if self._keeper is not None else config.eviction_policy,
             cull_limit=10,
             statistics=False,
             tag_index=True,
@@ -73,11 +79,16 @@ class AudioStore:
             if blob is None:
                 return None
             try:
-                return unpack(blob, key)
+                entry = unpack(blob, key)
             except CorruptEntryError as exc:
                 _LOGGER.warning("cache entry %s is corrupt (%s); evicted, it will be regenerated", key, exc)
                 cache.delete(key)
+                self._removed(key)
                 self._on_error("corrupt", exc)
+            else:
+                if self._keeper is not None:
+                    self._keeper.hit(key)  # in memory only; persisted lazily
+                return entry
         return None
 
     def get_blob(self, key: str) -> bytes | None:
@@ -93,11 +104,13 @@ class AudioStore:
             return cache is not None and key in cache
         return False
 
-    def put(self, entry: CachedAudio, *, tag: str, ttl: float | None) -> bool:
+    def put(self, entry: CachedAudio, *, tag: str, ttl: float | None, origin: str = "user") -> bool:
         """Store ``entry`` unless it is too large; hold the size limit. True if stored."""
-        return self.put_blob(entry.key, pack(entry), tag=tag, ttl=ttl)
+        return self.put_blob(entry.key, pack(entry), tag=tag, ttl=ttl, origin=origin)
 
-    def put_blob(self, key: str, blob: bytes, *, tag: str, ttl: float | None) -> bool:
+    def put_blob(self, key: str, blob: bytes, *, tag: str, ttl: float | None, origin: str = "user") -> bool:
+        """``origin`` ``preload``: a prediction, not a request (the cost-aware policy
+        stores it only where it displaces nothing anyone asks for, unless pinned)."""
         if not KEY_RE.match(key):
             raise ValueError(f"not a cache key: {key!r}")
         limit = self.config.size_limit * self.config.max_entry_fraction
@@ -111,18 +124,54 @@ class AudioStore:
         with self._using("put") as cache:
             if cache is None:
                 return False
+            requested = origin != "preload"
+            keeper = self._keeper
+            limit = self.config.size_limit
+            if keeper is not None and not keeper.admits(cache, key, blob, requested=requested, limit=limit):
+                return False
             cache.set(key, blob, expire=expire, tag=tag)
+            if keeper is not None:
+                keeper.added(cache, key, blob, requested=requested)
             # diskcache culls at most cull_limit items per write, so its limit is soft;
             # cull fully here so the store never exceeds the limit by more than one entry.
             if cache.volume() > self.config.size_limit:
-                cache.cull()
+                self._cull(cache, protect=key)
             return True
         return False
 
     def delete(self, key: str) -> bool:
         with self._using("delete") as cache:
+            self._removed(key)
             return bool(cache is not None and cache.delete(key))
         return False
+
+    def pin(self, name: str, keys: list[str]) -> str | None:
+        """Make ``keys`` the current pinned set of the list ``name`` (``preload``, or a
+        template's pieces): never evicted until ``name`` is pinned again with other keys
+        (``[]`` unpins), within ``cache.pin_fraction`` of the limit. Returns the list's
+        digest; None when the policy has no pins (not ``cost-aware``) or the store is
+        unavailable."""
+        if self._keeper is None:
+            return None
+        with self._using("pin") as cache:
+            if cache is not None:
+                return self._keeper.pin(cache, name, keys)
+        return None
+
+    def _cull(self, cache: diskcache.Cache, protect: str | None = None) -> None:
+        if self._keeper is None:
+            cache.cull()
+        else:
+            self._keeper.cull(cache, self.config.size_limit, protect=protect)
+
+    def _removed(self, key: str) -> None:
+        if self._keeper is not None:
+            self._keeper.removed(key)
+
+    def _resync(self, cache: diskcache.Cache) -> None:
+        """After bulk removals the policy did not see one by one."""
+        if self._keeper is not None:
+            self._keeper.reload(cache)
 
     # -- administration -----------------------------------------------------------------
 
@@ -135,7 +184,9 @@ class AudioStore:
     def clear(self) -> int:
         with self._using("clear") as cache:
             if cache is not None:
-                return int(cache.clear())
+                removed = int(cache.clear())
+                self._resync(cache)
+                return removed
         return 0
 
     def evict(self, tag: str) -> int:
@@ -146,14 +197,19 @@ class AudioStore:
             return self._evict_where(lambda head: head.get("voice") == voice)
         with self._using("evict") as cache:
             if cache is not None:
-                return int(cache.evict(tag))
+                removed = int(cache.evict(tag))
+                self._resync(cache)
+                return removed
         return 0
 
     def expire(self) -> int:
         """Remove expired entries now (they are never served in any case)."""
         with self._using("expire") as cache:
             if cache is not None:
-                return int(cache.expire())
+                removed = int(cache.expire())
+                if removed:
+                    self._resync(cache)
+                return removed
         return 0
 
     def verify(self) -> dict[str, Any]:
@@ -179,9 +235,13 @@ class AudioStore:
                 # and returned, never raised, whatever filters the process has.
                 warnings.simplefilter("always")
                 repairs = [str(w.message) for w in cache.check(fix=True)]
+            self._resync(cache)
         return {"checked": checked, "corrupt_removed": corrupt, "repairs": repairs, "available": True}
 
     def close(self) -> None:
+        if self._keeper is not None:
+            with self._using("close") as cache:
+                self._keeper.flush(cache)
         self._disk.close()
 
     def _evict_where(self, match: Callable[[dict[str, Any]], bool]) -> int:
@@ -205,6 +265,7 @@ class AudioStore:
                 except CorruptEntryError:
                     continue
                 if match(head) and cache.delete(key):
+                    self._removed(key)
                     removed += 1
         return removed
 

@@ -115,16 +115,17 @@ class Tiers:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def keep(self, entry: CachedAudio, lease: Lease) -> None:
+    def keep(self, entry: CachedAudio, lease: Lease, *, origin: str = "user") -> None:
         """Serve ``entry`` from memory now; write it to disk and the shared tier in the
-        background, then release ``lease`` (the key's single-flight lock)."""
+        background, then release ``lease`` (the key's single-flight lock). ``origin``
+        ``preload`` tells the disk tier's eviction policy it was not requested."""
         self.memory.put(entry.key, entry)
 
         def write() -> None:
             try:
                 blob = pack(entry)
                 ttl = entry.remaining()
-                self.store.put_blob(entry.key, blob, tag=str(entry.meta.get("tag", "")), ttl=ttl)
+                self.store.put_blob(entry.key, blob, tag=str(entry.meta.get("tag", "")), ttl=ttl, origin=origin)
                 if self.shared is not None:
                     self.shared.put(entry.key, blob, ttl=ttl)
             finally:

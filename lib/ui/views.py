@@ -42,6 +42,8 @@ def stats_markdown(snap: dict[str, Any]) -> str:
         f"**Since start 本次启动**: {snap['hits']} hits, {snap['misses']} misses, {snap['bypasses']} bypasses, "
         f"{snap['errors']} errors, {snap['engine_calls']} engine calls  ",
         f"**In total 累计**: {snap['hits_total']} hits, {snap['misses_total']} misses  ",
+        f"**Engine time saved 节省引擎时间**: {snap.get('engine_seconds_saved_total', 0):.1f} s in total, "
+        f"{snap.get('engine_seconds_saved_last_hour', 0):.1f} s in the last hour  ",
         f"**Engine 引擎**: `{snap['tag']}`",
     ]
     if not snap.get("cache_available", True):
