@@ -1,12 +1,15 @@
 """Administration of the cache: clear, evict by tag, sweep expired entries, verify,
 forget one key. Each operation reaches every tier it concerns and empties the memory
 tiers, so nothing removed is served again from this process.
+
+Clear empties the results and the derived voice data (voice profiles, decoded
+prompts); saved voices are the users' own and are kept (delete them one by one).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from lib.access import LOCAL, Action, Caller, check
 from lib.cache.keys import KEY_RE
@@ -18,21 +21,35 @@ __all__ = ["Admin"]
 _LOGGER = logging.getLogger(__name__)
 
 
+class Clearable(Protocol):
+    """Voice data that clear empties (derived from prompts, made again when needed):
+    the voice profiles, the memo of decoded prompts."""
+
+    def clear(self) -> int | None: ...
+
+
 class Admin:
     """Admin operations over the tiers; each checks that its caller is the admin."""
 
-    def __init__(self, tiers: Tiers) -> None:
+    def __init__(self, tiers: Tiers, profiles: Clearable | None = None, prompts: Clearable | None = None) -> None:
         self.tiers = tiers
+        self.profiles = profiles
+        self.prompts = prompts
 
     def clear(self, caller: Caller = LOCAL) -> dict[str, Any]:
+        """Remove every result from every tier and the derived voice data; saved
+        voices stay."""
         check(caller, Action.ADMIN)
         t = self.tiers
         t.writer.flush()
         removed = t.store.clear()
         t.drop_memory()
         shared = t.shared.clear() if t.shared is not None else 0
-        _LOGGER.warning("cache cleared: %d entries removed", removed)
-        return {"removed": removed, "shared_removed": shared}
+        profiles = int(self.profiles.clear() or 0) if self.profiles is not None else 0
+        if self.prompts is not None:
+            self.prompts.clear()
+        _LOGGER.warning("cache cleared: %d entries and %d voice profiles removed", removed, profiles)
+        return {"removed": removed, "shared_removed": shared, "profiles_removed": profiles}
 
     def evict(self, tag: str, caller: Caller = LOCAL) -> dict[str, Any]:
         check(caller, Action.ADMIN)

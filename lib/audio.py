@@ -15,6 +15,9 @@ import os
 import struct
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +27,17 @@ from numpy.typing import NDArray
 from scipy.signal import resample_poly
 
 from lib.engines.base import PROMPT_SAMPLE_RATE
-from lib.errors import EngineError, NotAudioError
+from lib.errors import EngineError, NotAudioError, PayloadTooLargeError, PromptAudioError
 
 __all__ = [
     "FORMATS",
+    "MAX_PROMPT_CHANNELS",
+    "MAX_PROMPT_RATE",
     "MIME_TYPES",
+    "MIN_PROMPT_RATE",
     "PromptAudio",
     "PromptDecoder",
+    "PromptLimits",
     "check_engine_audio",
     "decode_flac",
     "encode",
@@ -48,6 +55,12 @@ MIME_TYPES = {
     "ogg": "audio/ogg",
 }
 FORMATS = tuple(MIME_TYPES)
+
+#: Sample rates a prompt may declare: telephone quality to studio masters. Outside this
+#: range the header is lying or the file is not a recording of speech.
+MIN_PROMPT_RATE, MAX_PROMPT_RATE = 8_000, 192_000
+#: Most channels a prompt may have (they are mixed to mono; 8 covers 7.1 recorders).
+MAX_PROMPT_CHANNELS = 8
 
 _SF_FORMATS = {
     "flac": ("FLAC", "PCM_16"),
@@ -72,31 +85,75 @@ class PromptAudio:
         return self.pcm.size / PROMPT_SAMPLE_RATE
 
 
-class PromptDecoder:
-    """Decodes prompt audio to :class:`PromptAudio`, memoised so that a repeated upload
-    (same bytes, or the same unchanged file) is not decoded twice."""
+@dataclass(frozen=True)
+class PromptLimits:
+    """What a prompt upload may be, checked on its header before any sample is decoded
+    (so a header that lies, a 1 Hz rate over 4 MB of samples say, costs nothing)."""
 
-    def __init__(self, max_items: int = 256) -> None:
-        self._max = max_items
+    max_seconds: float = 30.0
+    """Longest prompt (``prompt.max_seconds``)."""
+    max_bytes: int = 20 * 1024**2
+    """Largest encoded prompt (``prompt.max_upload_bytes``)."""
+    min_rate: int = MIN_PROMPT_RATE
+    max_rate: int = MAX_PROMPT_RATE
+    max_channels: int = MAX_PROMPT_CHANNELS
+
+
+class PromptDecoder:
+    """Decodes prompt audio to :class:`PromptAudio` within :class:`PromptLimits`.
+
+    Accepted prompts are memoised (bounded in bytes), so a repeated upload (same bytes,
+    or the same unchanged file) is not decoded twice. A prompt is memoised only once
+    the caller's ``check`` accepted it and only when the caller may leave a trace
+    (``remember``): a refused prompt, or the prompt of a request that asked for no
+    trace, is not kept."""
+
+    def __init__(self, limits: PromptLimits | None = None, memory_bytes: int = 32 * 1024**2) -> None:
+        self.limits = limits or PromptLimits()
+        self.memory_bytes = memory_bytes
         self._memo: OrderedDict[object, PromptAudio] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
 
-    def decode(self, source: str | os.PathLike[str] | bytes | tuple[int, NDArray[Any]]) -> PromptAudio:
-        """Decode a path, raw file bytes, or ``(sample_rate, samples)``."""
+    def __len__(self) -> int:
+        return len(self._memo)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of PCM held by the memo (at most ``memory_bytes``)."""
+        return self._bytes
+
+    def decode(
+        self,
+        source: str | os.PathLike[str] | bytes | tuple[int, NDArray[Any]],
+        *,
+        check: Callable[[PromptAudio], None] | None = None,
+        remember: bool = True,
+    ) -> PromptAudio:
+        """Decode a path, raw file bytes, or ``(sample_rate, samples)``; ``check`` may
+        refuse the result (by raising) before it is memoised."""
+        limits = self.limits
         memo_key: object
         if isinstance(source, (bytes, bytearray, memoryview)):
             raw = bytes(source)
+            _check_size(len(raw), limits)
             memo_key = ("bytes", hashlib.md5(raw).hexdigest())
         elif isinstance(source, tuple):
             rate, samples = source
             arr = np.ascontiguousarray(samples)
+            if arr.ndim == 1:
+                frames, channels = arr.shape[0], 1
+            else:  # (samples, channels) or (channels, samples), as _as_float reads it
+                frames, channels = max(arr.shape[:2]), min(arr.shape[:2])
+            _check_header(int(rate), channels, frames, limits)
             memo_key = ("array", int(rate), arr.dtype.str, arr.shape, hashlib.md5(arr.tobytes()).hexdigest())
         else:
             path = Path(source)
             try:
                 st = path.stat()
             except OSError as exc:
-                raise NotAudioError(f"prompt audio file {path} cannot be read: {exc.strerror}") from exc
+                raise NotAudioError(f"prompt audio file {path.name} cannot be read: {exc.strerror}") from exc
+            _check_size(st.st_size, limits)
             memo_key = ("path", str(path.resolve()), st.st_size, st.st_mtime_ns)
         with self._lock:
             hit = self._memo.get(memo_key)
@@ -104,27 +161,115 @@ class PromptDecoder:
                 self._memo.move_to_end(memo_key)
                 return hit
         if isinstance(source, tuple):
-            data, rate = _as_float(source[1]), int(source[0])
+            mono, rate = _mono(_as_float(source[1])), int(source[0])
         else:
-            data, rate = _read(source)
-        prompt = PromptAudio(_canonical(data, rate))
+            mono, rate = _read(source, limits)
+        prompt = PromptAudio(_canonical(mono, rate))
         prompt.pcm.setflags(write=False)
-        with self._lock:
-            self._memo[memo_key] = prompt
-            while len(self._memo) > self._max:
-                self._memo.popitem(last=False)
+        if check is not None:
+            check(prompt)
+        if remember:
+            self._remember(memo_key, prompt)
         return prompt
 
+    def discard(self, prompt: PromptAudio) -> int:
+        """Forget ``prompt`` (refused later, e.g. by the engine); return how many
+        memo entries held it."""
+        with self._lock:
+            doomed = [k for k, p in self._memo.items() if p.fingerprint == prompt.fingerprint]
+            for k in doomed:
+                self._bytes -= self._memo.pop(k).pcm.nbytes
+        return len(doomed)
 
-def _read(source: str | os.PathLike[str] | bytes) -> tuple[NDArray[Any], int]:
+    def clear(self) -> None:
+        with self._lock:
+            self._memo.clear()
+            self._bytes = 0
+
+    def _remember(self, memo_key: object, prompt: PromptAudio) -> None:
+        size = prompt.pcm.nbytes
+        if size > self.memory_bytes:
+            return
+        with self._lock:
+            old = self._memo.pop(memo_key, None)
+            if old is not None:
+                self._bytes -= old.pcm.nbytes
+            self._memo[memo_key] = prompt
+            self._bytes += size
+            while self._bytes > self.memory_bytes:
+                _, dropped = self._memo.popitem(last=False)
+                self._bytes -= dropped.pcm.nbytes
+
+
+def _check_size(size: int, limits: PromptLimits) -> None:
+    if size > limits.max_bytes:
+        raise PayloadTooLargeError(
+            f"prompt audio is {size / 1e6:.1f} MB, over the limit of {limits.max_bytes / 1e6:.1f} MB "
+            "(prompt.max_upload_bytes); send a shorter recording (1-30 s is enough)"
+        )
+
+
+def _check_header(rate: int, channels: int, frames: int | None, limits: PromptLimits) -> None:
+    """Refuse what the header says before decoding: rate, channels, duration."""
+    if not limits.min_rate <= rate <= limits.max_rate:
+        raise PromptAudioError(
+            f"prompt audio says its sample rate is {rate} Hz; prompts must be "
+            f"{limits.min_rate // 1000} kHz to {limits.max_rate // 1000} kHz: record or export it again"
+        )
+    if not 1 <= channels <= limits.max_channels:
+        raise PromptAudioError(
+            f"prompt audio has {channels} channels; at most {limits.max_channels} are accepted: "
+            "export it as mono or stereo"
+        )
+    if frames is not None and frames > _max_frames(rate, limits):
+        _too_long(frames / rate, limits)
+
+
+def _max_frames(rate: int, limits: PromptLimits) -> int:
+    return math.ceil(limits.max_seconds * rate)
+
+
+def _too_long(seconds: float, limits: PromptLimits) -> None:
+    shown = f"{seconds:.1f} s" if seconds < 1e6 else "far too"
+    raise PromptAudioError(
+        f"prompt audio is {shown} long; trim it to at most {limits.max_seconds:g} s (prompt.max_seconds)"
+    )
+
+
+#: libsndfile's frame count for a stream of unknown length (SF_COUNT_MAX).
+_UNKNOWN_FRAMES = 2**63 - 1
+_BLOCK_FRAMES = 65_536
+
+
+def _read(source: str | os.PathLike[str] | bytes, limits: PromptLimits) -> tuple[NDArray[Any], int]:
+    """Mono float64 samples and the rate. The header is checked first; then at most
+    ``max_seconds`` of samples are decoded, block by block, each block mixed to mono
+    at once (so memory is one mono copy, whatever the header claimed)."""
+    fh: io.BytesIO | str = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else os.fspath(source)
     try:
-        fh: io.BytesIO | str = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else os.fspath(source)
-        data, rate = sf.read(fh, dtype="float64", always_2d=True)
-    except (sf.LibsndfileError, RuntimeError, TypeError, ValueError) as exc:
+        with sf.SoundFile(fh) as f:
+            rate, channels, frames = int(f.samplerate), int(f.channels), int(f.frames)
+            known = frames if 0 <= frames < _UNKNOWN_FRAMES else None
+            _check_header(rate, channels, known, limits)
+            cap = _max_frames(rate, limits)
+            blocks: list[NDArray[Any]] = []
+            total = 0
+            while total <= cap:
+                block = f.read(min(_BLOCK_FRAMES, cap + 1 - total), dtype="float64", always_2d=True)
+                if block.shape[0] == 0:
+                    break
+                blocks.append(block.mean(axis=1))
+                total += block.shape[0]
+                if block.shape[0] < _BLOCK_FRAMES and known is not None and total >= known:
+                    break
+    except (sf.LibsndfileError, OSError, RuntimeError, TypeError, ValueError, OverflowError, MemoryError) as exc:
         raise NotAudioError(
             "prompt audio is not decodable audio; upload a WAV, FLAC, OGG or MP3 recording of speech"
         ) from exc
-    return data, int(rate)
+    if total > cap:
+        _too_long(total / rate, limits)
+    mono = np.concatenate(blocks) if blocks else np.zeros(0)
+    return mono, rate
 
 
 def _as_float(samples: NDArray[Any]) -> NDArray[Any]:
@@ -143,15 +288,22 @@ def _as_float(samples: NDArray[Any]) -> NDArray[Any]:
     return arr.astype(np.float64)
 
 
-def _canonical(data: NDArray[Any], rate: int) -> NDArray[Any]:
-    if data.size == 0 or rate <= 0:
+def _mono(data: NDArray[Any]) -> NDArray[Any]:
+    mono: NDArray[Any] = data.astype(np.float64).mean(axis=1)
+    return mono
+
+
+def _canonical(mono: NDArray[Any], rate: int) -> NDArray[Any]:
+    if mono.size == 0 or rate <= 0:
         raise NotAudioError("prompt audio is empty; record or upload a few seconds of speech")
-    mono = data.astype(np.float64).mean(axis=1)
     if not np.all(np.isfinite(mono)):
         raise NotAudioError("prompt audio contains invalid samples (NaN or infinity)")
     if rate != PROMPT_SAMPLE_RATE:
-        g = math.gcd(rate, PROMPT_SAMPLE_RATE)
-        mono = resample_poly(mono, PROMPT_SAMPLE_RATE // g, rate // g)
+        # Exact for every usual rate (44.1 kHz is 160/441); an odd rate (191,999 Hz)
+        # would need a filter of millions of taps and seconds of CPU, so its ratio is
+        # approximated within 0.01 % (an inaudible pitch change).
+        ratio = Fraction(PROMPT_SAMPLE_RATE, rate).limit_denominator(1000)
+        mono = resample_poly(mono, ratio.numerator, ratio.denominator)
     # Scale by 32768 (not 32767) so 16 kHz 16-bit input passes through bit-exact.
     pcm: NDArray[Any] = np.clip(np.rint(mono * 32768.0), -32768, 32767).astype(np.int16)
     return pcm

@@ -26,6 +26,7 @@ __all__ = [
     "BuiltinConfig",
     "CacheConfig",
     "CosyVoiceConfig",
+    "PreloadConfig",
     "PromptConfig",
     "ServerConfig",
     "TextConfig",
@@ -38,7 +39,9 @@ __all__ = [
 ENV_PREFIX = "TTS_"
 
 #: Fields given as sizes ("2GiB", "500MB" or bytes).
-_SIZE_FIELDS = frozenset({"size_limit", "memory_bytes", "transcode_bytes", "max_upload_bytes", "prompt_cache_bytes"})
+_SIZE_FIELDS = frozenset(
+    {"size_limit", "memory_bytes", "transcode_bytes", "max_upload_bytes", "prompt_cache_bytes", "profile_bytes"}
+)
 
 #: Engines selectable with ``engine:`` in config.yaml or ``--engine`` (built by
 #: :func:`lib.engines.create_engine`). ``tone`` is the deterministic test double.
@@ -82,6 +85,8 @@ class CacheConfig:
     """Longest a request waits for another process's synthesis of the same key."""
     shared_url: str | None = None
     """``redis://host:port/db`` of a shared tier for several replicas; null for none."""
+    stats_phrases: int = 1000
+    """Most phrases the statistics keep with their text (the least requested go first)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,8 @@ class PromptConfig:
     """Longest usable prompt."""
     max_upload_bytes: int = 20 * 1024**2
     """Largest prompt upload accepted (HTTP 413 beyond it)."""
+    memory_bytes: int = 32 * 1024**2
+    """Byte budget of the in-memory memo of decoded prompts (accepted prompts only)."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,22 @@ class VoicesConfig:
     """Byte budget of the in-memory LRU of voice profiles."""
     prewarm: bool = True
     """Load the profiles of all saved voices at start."""
+    profile_bytes: int = 256 * 1024**2
+    """Disk budget of voice profiles (derived data: the least recently used are evicted
+    and extracted again when needed; emptied by clear). Saved voices are not counted."""
+    max_saved: int = 1000
+    """Most voices the library holds (saving one more is refused until one is deleted)."""
+
+
+@dataclass(frozen=True)
+class PreloadConfig:
+    """Phrase lists (``preload:``): what a list may ask for."""
+
+    max_requests: int = 10_000
+    """Most requests one phrase list may expand to (seeds x styles of every phrase)."""
+    prompt_dir: str | None = None
+    """A folder of prompt recordings phrase lists may reference besides their own folder
+    (the only one an uploaded list may use); null for none."""
 
 
 @dataclass(frozen=True)
@@ -184,6 +207,7 @@ class AppConfig:
     text: TextConfig = field(default_factory=TextConfig)
     prompt: PromptConfig = field(default_factory=PromptConfig)
     voices: VoicesConfig = field(default_factory=VoicesConfig)
+    preload: PreloadConfig = field(default_factory=PreloadConfig)
     builtin: BuiltinConfig = field(default_factory=BuiltinConfig)
     cosyvoice: CosyVoiceConfig = field(default_factory=CosyVoiceConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
@@ -272,6 +296,21 @@ def _check(config: AppConfig) -> None:
         ),
         (config.prompt.max_upload_bytes > 0, "prompt.max_upload_bytes: must be positive"),
         (config.voices.memory_bytes >= 0, "voices.memory_bytes: must be >= 0"),
+        (c.stats_phrases >= 0, f"cache.stats_phrases: must be >= 0, got {c.stats_phrases}"),
+        (config.prompt.memory_bytes >= 0, "prompt.memory_bytes: must be >= 0"),
+        (
+            config.voices.profile_bytes >= 1024 * 1024,
+            f"voices.profile_bytes: must be at least 1MiB, got {config.voices.profile_bytes}",
+        ),
+        (config.voices.max_saved >= 1, f"voices.max_saved: must be at least 1, got {config.voices.max_saved}"),
+        (
+            config.preload.max_requests >= 1,
+            f"preload.max_requests: must be at least 1, got {config.preload.max_requests}",
+        ),
+        (
+            config.preload.prompt_dir is None or bool(config.preload.prompt_dir.strip()),
+            "preload.prompt_dir: must not be empty; give a folder or leave it null",
+        ),
         (
             config.builtin.language in ("auto", "cmn", "yue", "en-us"),
             f"builtin.language: use auto, cmn, yue or en-us, got {config.builtin.language!r}",

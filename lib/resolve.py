@@ -57,8 +57,9 @@ class VoiceBook(Protocol):
 
     def names(self) -> list[str]: ...
 
-    def prompt(self, source: PromptSource, field: str = "prompt audio") -> PromptAudio:
-        """Decode and check uploaded audio (``field`` names it in messages)."""
+    def prompt(self, source: PromptSource, field: str = "prompt audio", *, remember: bool = True) -> PromptAudio:
+        """Decode and check uploaded audio (``field`` names it in messages); keep it for
+        later requests only when ``remember``."""
         ...
 
 
@@ -113,7 +114,8 @@ class Resolver:
         if request.source_audio is None:
             raise ValidationError("source_audio: upload or record the recording to convert")
         check_format(request.format)
-        source = self.voices.prompt(request.source_audio, field="source_audio")
+        remember = bool(request.use_cache and request.store)  # a no-trace request leaves none of its audio
+        source = self.voices.prompt(request.source_audio, field="source_audio", remember=remember)
         prompt, preset, _ = self._voice(request, "")
         fields = KeyFields(
             engine=self.engine.name,
@@ -158,7 +160,9 @@ class Resolver:
                 raise NotFoundError(f"voice: no saved or preset voice named {name!r}; available: {known}")
             return saved.prompt, None, prompt_text or saved.prompt_text
         if request.prompt_audio is not None:
-            return self.voices.prompt(request.prompt_audio), None, prompt_text
+            # A request that asked for no trace leaves none of its prompt behind.
+            remember = bool(request.use_cache and request.store)
+            return self.voices.prompt(request.prompt_audio, remember=remember), None, prompt_text
         raise ValidationError("no voice: upload or record prompt audio, or give the name of a saved or preset voice")
 
     def _mode(

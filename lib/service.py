@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from lib.access import LOCAL, AccessPolicy, Action, Caller, allows
 from lib.admin import Admin
-from lib.audio import PromptDecoder
+from lib.audio import PromptDecoder, PromptLimits
 from lib.cache.diskutil import ensure_private_dir
 from lib.cache.entry import CachedAudio
 from lib.cache.handle import DiskHandle
@@ -68,7 +68,8 @@ class TTSService:
             _LOGGER.error("cannot create cache directory %s (%s); serving without it", self.cache_dir, exc)
         self.metrics = Metrics(lambda: self.dashboard.gauges())
         self.stats = Stats(
-            DiskHandle(self.cache_dir / "meta", name="statistics", on_error=self._store_error, eviction_policy="none")
+            DiskHandle(self.cache_dir / "meta", name="statistics", on_error=self._store_error, eviction_policy="none"),
+            max_phrases=config.cache.stats_phrases,
         )
         self.store = AudioStore(config.cache, self.cache_dir / "audio", self._store_error)
         self.shared: SharedTier | None = None
@@ -88,18 +89,25 @@ class TTSService:
         self._voice_store = DiskHandle(
             self.cache_dir / "voices", name="voice", on_error=self._store_error, eviction_policy="none"
         )
-        self.library = VoiceLibrary(self._voice_store)
+        self.library = VoiceLibrary(self._voice_store, max_saved=config.voices.max_saved)
+        self.library.drop_legacy_profiles()
+        # Profiles are derived data: their own store, bounded and evicted (saved voices are not).
+        self._profile_store = DiskHandle(
+            self.cache_dir / "profiles", name="voice profile", on_error=self._store_error,
+            size_limit=config.voices.profile_bytes, eviction_policy="least-recently-used", cull_limit=10,
+        )  # fmt: skip
         profiles = VoiceProfiles(
-            self.engine, self._voice_store, config.voices.memory_bytes, on_extract=self.metrics.voice_extractions.inc
+            self.engine, self._profile_store, config.voices.memory_bytes, on_extract=self.metrics.voice_extractions.inc
         )
         if self.shared is not None:
             profiles.shared = self.library.shared = self.shared
-        self.decoder = PromptDecoder()
+        limits = PromptLimits(max_seconds=config.prompt.max_seconds, max_bytes=config.prompt.max_upload_bytes)
+        self.decoder = PromptDecoder(limits, config.prompt.memory_bytes)
         self.voices = Voices(self.engine, self.library, profiles, self.decoder, config)
         self.profiles = profiles
         self.resolver = Resolver(self.engine, self.voices, config)
         self.producer = Producer(self.engine, self.voices, self.stats, self.metrics, config)
-        self.admin = Admin(self.tiers)
+        self.admin = Admin(self.tiers, profiles, self.decoder)
         self.dashboard = Dashboard(self.engine, self.tag, self.tiers, self.stats, self.shared)
         self.files = ResultFiles()
         """Private files for callers that need a path (the web UI), removed on close."""
@@ -284,6 +292,7 @@ class TTSService:
         self.store.close()
         self._lock_store.close()
         self._voice_store.close()
+        self._profile_store.close()
         if self.shared is not None:
             self.shared.close()
         self.files.close()

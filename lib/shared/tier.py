@@ -165,6 +165,10 @@ class SharedTier:
         name, value = self.namespace + "p:" + key, seal(PROFILE_MAGIC, blob)
         return bool(self.breaker.call("put_profile", lambda: bool(self.client.set(name, value)), False))
 
+    def clear_profiles(self) -> int:
+        """Delete every voice profile in our namespace (derived data; saved voices stay)."""
+        return int(self.breaker.call("clear_profiles", lambda: self._unlink_prefix(self.namespace + "p:"), 0))
+
     def get_voice(self, name: str) -> dict[str, Any] | None:
         key = self.namespace + "v:" + name
         value = self.breaker.call("get_voice", lambda: self.client.get(key), None)

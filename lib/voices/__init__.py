@@ -15,8 +15,9 @@ from lib.access import LOCAL, Action, Caller, check
 from lib.audio import PromptAudio, PromptDecoder
 from lib.config import AppConfig
 from lib.engines.base import Engine, VoiceProfile
-from lib.errors import ConflictError, NotFoundError, ValidationError
+from lib.errors import ConflictError, NotFoundError, PromptAudioError, ValidationError
 from lib.request import PromptSource, Resolved
+from lib.textnorm import cut_text
 from lib.validate import check_prompt, check_text
 from lib.voices.library import SavedVoice, VoiceLibrary, taken_message
 from lib.voices.profiles import VoiceProfiles
@@ -51,20 +52,25 @@ class Voices:
     def names(self) -> list[str]:
         return [v["name"] for v in self.list()]
 
-    def prompt(self, source: PromptSource, field: str = "prompt audio") -> PromptAudio:
+    def prompt(self, source: PromptSource, field: str = "prompt audio", *, remember: bool = True) -> PromptAudio:
         """Decode uploaded audio and check it is usable speech (``field`` names it in
-        messages: prompt audio, or the source of a conversion)."""
-        prompt = self.decoder.decode(source)
-        check_prompt(prompt, self.config, field)
-        return prompt
+        messages: prompt audio, or the source of a conversion). The decoded audio is
+        memoised only if it is accepted and ``remember`` (the request may leave a trace)."""
+        return self.decoder.decode(source, check=lambda p: check_prompt(p, self.config, field), remember=remember)
 
     def profile(self, r: Resolved) -> VoiceProfile:
-        """The engine's profile of ``r``'s voice (extracted once per voice)."""
+        """The engine's profile of ``r``'s voice (extracted once per voice). For a
+        request that asked for no trace (bypass, ``store=false``) a new profile stays in
+        memory: nothing of its prompt reaches the disk or the shared tier."""
         if r.preset is not None:
             return self.engine.preset_voice(r.preset)
         if r.prompt is None:
             raise ValidationError("no voice given; upload prompt audio or pick a voice")
-        return self.profiles.get(r.prompt, r.fields.prompt_text)
+        try:
+            return self.profiles.get(r.prompt, r.fields.prompt_text, persist=r.use_cache and r.store)
+        except PromptAudioError:
+            self.decoder.discard(r.prompt)  # the engine refused it: do not keep it
+            raise
 
     # -- the library ---------------------------------------------------------------------
 
@@ -93,7 +99,11 @@ class Voices:
             raise ValidationError("prompt_audio: upload or record the voice to save")
         prompt = self.prompt(prompt_audio)
         clean_text = check_text(prompt_text, "prompt_text", self.config)
-        self.profiles.get(prompt, clean_text if "zero_shot" in self.engine.modes else "")
+        try:
+            self.profiles.get(prompt, clean_text if "zero_shot" in self.engine.modes else "")
+        except PromptAudioError:
+            self.decoder.discard(prompt)
+            raise
         return self.library.save(name, prompt, clean_text, replace=replace).describe()
 
     def delete(self, name: str, *, caller: Caller = LOCAL) -> None:
@@ -114,7 +124,7 @@ class Voices:
             try:
                 self.profiles.get(saved.prompt, saved.prompt_text)
             except Exception as exc:  # a damaged voice must not stop start-up
-                _LOGGER.warning("could not prewarm voice %r: %s", name, exc)
+                _LOGGER.warning("could not prewarm voice %r: %s", cut_text(name), exc)
 
     def close(self) -> None:
         self._closed.set()

@@ -18,6 +18,7 @@ from lib.audio import PromptAudio, decode_flac, encode
 from lib.cache.handle import STORE_ERRORS, DiskHandle
 from lib.engines.base import PROMPT_SAMPLE_RATE
 from lib.errors import ConflictError, StoreUnavailableError, ValidationError
+from lib.textnorm import cut_text
 from lib.voices.tiers import SharedVoices, read_tiers
 
 __all__ = ["NAME_RE", "SavedVoice", "VoiceLibrary"]
@@ -58,8 +59,9 @@ class VoiceLibrary:
     #: again, so that a voice deleted on another replica disappears here too.
     SHARED_FRESH_SECONDS = 10.0
 
-    def __init__(self, store: DiskHandle | None) -> None:
+    def __init__(self, store: DiskHandle | None, *, max_saved: int = 1000) -> None:
         self._store = store
+        self.max_saved = max_saved
         self._memory: dict[str, tuple[SavedVoice, float]] = {}
         self._lock = threading.Lock()
         self.shared: SharedVoices | None = None
@@ -95,6 +97,11 @@ class VoiceLibrary:
         name = self.check_name(name)
         if not replace and self.exists(name):
             raise ConflictError(taken_message(name))
+        if not replace and len(self.names()) >= self.max_saved:
+            raise ConflictError(
+                f"the voice library is full ({self.max_saved} voices, voices.max_saved); "
+                "ask the admin to delete voices that are no longer used"
+            )
         voice = SavedVoice(name, prompt, prompt_text, time.time())
         record = {
             "flac": encode(prompt.pcm, PROMPT_SAMPLE_RATE, "flac"),
@@ -145,6 +152,17 @@ class VoiceLibrary:
         found.update(self._recalled())
         return sorted(found)
 
+    def drop_legacy_profiles(self) -> int:
+        """Remove voice profiles that older versions kept beside the saved voices (they
+        now have their own bounded store); return how many."""
+        removed = 0
+        if self._store is not None:
+            with self._store.using("drop legacy profiles") as cache:
+                if cache is not None:
+                    for key in [k for k in cache.iterkeys() if str(k).startswith("profile:")]:
+                        removed += bool(cache.delete(key))
+        return removed
+
     def delete(self, name: str) -> bool:
         """Delete ``name`` from every tier; True if it was saved anywhere. Raises
         :class:`StoreUnavailableError` (nothing changed) when the store cannot write."""
@@ -189,5 +207,5 @@ def _from_record(name: str, record: dict[str, Any]) -> SavedVoice | None:
         prompt.pcm.setflags(write=False)
         return SavedVoice(name, prompt, str(record.get("prompt_text", "")), float(record.get("created", 0.0)))
     except Exception as exc:
-        _LOGGER.warning("saved voice %r is damaged (%s); ignored", name, exc)
+        _LOGGER.warning("saved voice %r is damaged (%s); ignored", cut_text(name), exc)
         return None

@@ -2,6 +2,10 @@
 cacheable part), keyed by (prompt fingerprint, prompt text, engine, model version),
 kept in an in-memory LRU bounded in bytes and persisted in a private diskcache (and
 the shared tier), so a voice is analysed once, not once per request or per restart.
+
+Profiles are derived data: their store (``<cache.dir>/profiles``) is bounded by
+``voices.profile_bytes`` (least recently used out) and emptied by clear. The profile of
+a request that asked for no trace (``store=false``, a bypass) stays in memory only.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class VoiceProfiles:
     ) -> None:
         self.engine = engine
         self._store = store
+        """Its own store, not the voice library's: bounded and evicted, unlike saved voices."""
         self._memory: ByteLRU[str, VoiceProfile] = ByteLRU(memory_bytes, lambda p: p.nbytes)
         self._on_extract = on_extract
         self._locks: dict[str, threading.Lock] = {}
@@ -46,8 +51,9 @@ class VoiceProfiles:
         raw = f"{self.engine.name}\x00{self.engine.model_version}\x00{fingerprint}\x00{prompt_text}"
         return hashlib.md5(raw.encode("utf-8")).hexdigest()
 
-    def get(self, prompt: PromptAudio, prompt_text: str) -> VoiceProfile:
-        """The profile for this prompt, extracting it only if no tier has it."""
+    def get(self, prompt: PromptAudio, prompt_text: str, *, persist: bool = True) -> VoiceProfile:
+        """The profile for this prompt, extracting it only if no tier has it. A new
+        profile is written to disk and the shared tier only when ``persist``."""
         key = self.key(prompt.fingerprint, prompt_text)
         found = self._lookup(key)
         if found is not None:
@@ -61,6 +67,8 @@ class VoiceProfiles:
             self._on_extract()
             _LOGGER.info("extracted voice %s in %.0f ms", prompt.fingerprint[:8], (time.perf_counter() - started) * 1e3)
             self._memory.put(key, profile)
+            if not persist:
+                return profile
             blob = profile.to_bytes()
             if self._store is not None:
                 with self._store.using("put") as cache:
@@ -69,6 +77,18 @@ class VoiceProfiles:
             if self.shared is not None:
                 self.shared.put_profile(key, blob)
             return profile
+
+    def clear(self) -> int:
+        """Drop every profile from memory, disk and the shared tier; return how many
+        were on disk. They are extracted again when a voice is next used."""
+        self._memory.clear()
+        removed = 0
+        if self._store is not None:
+            with self._store.using("clear profiles") as cache:
+                removed = int(cache.clear()) if cache is not None else 0
+        if self.shared is not None:
+            self.shared.clear_profiles()
+        return removed
 
     def _lookup(self, key: str) -> VoiceProfile | None:
         found = self._memory.get(key)
