@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from lib.cli import config_from_args
     from lib.errors import TTSError
-    from lib.phrases import expand, load_phrases
+    from lib.phrases import PhraseRules, expand, load_phrases
     from lib.preload import PreloadReport, preload
     from lib.service import TTSService
 
@@ -51,8 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("preload: --workers must be at least 1", file=sys.stderr)
         return EXIT_INVALID
     try:
-        requests = expand(load_phrases(args.phrases))
         config = config_from_args(args)
+        requests = expand(load_phrases(args.phrases, PhraseRules.from_config(config.preload)))
     except TTSError as exc:
         print(f"preload: {exc}", file=sys.stderr)
         return EXIT_INVALID

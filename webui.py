@@ -90,17 +90,20 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
             gr.Markdown("Save the prompt from the Synthesise tab (audio and transcript) as a named voice.")
             with gr.Row():
                 voice_name = gr.Textbox(label="Voice name 音色名称", scale=3)
+                replace = gr.Checkbox(False, label="Replace a saved voice (admin) 覆盖", scale=1)
                 save = gr.Button("Save current prompt 保存音色", variant="primary", scale=1)
             voice_table = gr.Dataframe(h.voices_table, label="Voices 音色列表", interactive=False)
             with gr.Row():
                 voice_pick = gr.Dropdown(h.voice_names(), value=None, label="Voice 音色", allow_custom_value=True)
                 play = gr.Button("Play 试听")
                 delete = gr.Button("Delete 删除", variant="stop")
-            voice_token = gr.Textbox(label=f"Admin token, to delete (only when {token_env} is set)", type="password")
+            voice_token = gr.Textbox(
+                label=f"Admin token, to replace or delete (only when {token_env} is set)", type="password"
+            )
             voice_audio = gr.Audio(type="filepath", label="Sample 试听", interactive=False)
             voice_message = gr.Markdown()
             save.click(
-                h.save_voice, inputs=[voice_name, prompt_audio, prompt_text],
+                h.save_voice, inputs=[voice_name, prompt_audio, prompt_text, replace, voice_token],
                 outputs=[voice, voice_pick, voice_table, voice_message], api_name="save_voice",
             )  # fmt: skip
             delete.click(
@@ -157,10 +160,16 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
                 f"shipped list `{phrases_path.name}` is used (its prompt paths are relative to it)."
             )
             upload = gr.File(label="Phrase list (optional) 短语列表", file_types=[".json"], type="filepath")
-            force = gr.Checkbox(False, label="Force: regenerate cached phrases 强制重新生成")
+            with gr.Row():
+                force = gr.Checkbox(False, label="Force: regenerate cached phrases (admin) 强制重新生成")
+                preload_token = gr.Textbox(
+                    label=f"Admin token, to force (only when {token_env} is set)", type="password"
+                )
             start = gr.Button("Run preload 开始预加载", variant="primary")
             preload_result = gr.Markdown(elem_id="preload-result")
-            start.click(h.run_preload, inputs=[upload, force], outputs=preload_result, api_name="preload")
+            start.click(
+                h.run_preload, inputs=[upload, force, preload_token], outputs=preload_result, api_name="preload"
+            )
         demo.load(h.refresh_cache, outputs=outputs, api_visibility="private")
         demo.load(lambda: h.voice_updates()[:2], outputs=[voice, voice_pick], api_visibility="private")
     return demo

@@ -8,6 +8,11 @@ the command-line tools print the message and exit non-zero. Messages say what is
 
 from __future__ import annotations
 
+import traceback
+from pathlib import Path
+
+from lib.textnorm import cut_text
+
 __all__ = [
     "ConfigError",
     "ConflictError",
@@ -22,6 +27,7 @@ __all__ = [
     "TTSError",
     "UnauthorizedError",
     "ValidationError",
+    "log_safe",
 ]
 
 
@@ -98,6 +104,15 @@ class EngineUnavailableError(EngineError):
     """The engine cannot serve at all: missing model, missing packages (HTTP 503)."""
 
     http_status = 503
+
+
+def log_safe(exc: BaseException) -> str:
+    """``exc`` for a log line: its type, its message cut to 32 characters (a message
+    may quote user text), and where it was raised (file, line and function of each
+    frame; no values, so no user text)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(frames[-8:]))
+    return f"{type(exc).__name__}: {cut_text(str(exc))} at {where or '?'}"
 
 
 class ConfigError(TTSError):

@@ -18,6 +18,10 @@ A list names its voices once and then its phrases::
 A voice is either ``preset`` (a preset voice of the engine, or a voice saved in the voice
 library) or ``prompt_audio`` (a path relative to the list file) with an optional
 ``prompt_text`` (its transcript; without one the voice is cloned cross-lingually). A
+list may only reference recordings inside its own folder or ``preload.prompt_dir``
+(:class:`PhraseRules`); any other path (absolute elsewhere, ``..``, a symlink out) is
+refused with the same message as a missing file, so a list cannot probe the server's
+files. A list expands to at most ``preload.max_requests`` requests. A
 phrase has ``text`` and ``voice``, and optionally ``style``, ``seed``, ``speed``, and the
 lists ``seeds`` and ``styles``, which expand the phrase into one request per seed and
 style (their product when both are given). Every error names the entry and the field.
@@ -36,15 +40,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lib.config import PreloadConfig
 from lib.errors import ValidationError
 from lib.request import TTSRequest
 from lib.textnorm import cut_text
 from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED, check_seed, check_speed
 
 __all__ = [
+    "MAX_FILE_BYTES",
     "SCHEMA_VERSION",
     "PhraseFileError",
     "PhraseRequest",
+    "PhraseRules",
     "expand",
     "load_phrases",
     "parse_phrases",
@@ -58,8 +65,51 @@ _VOICE_KEYS = {"preset", "prompt_audio", "prompt_text"}
 _PHRASE_KEYS = {"text", "voice", "style", "seed", "speed", "seeds", "styles"}
 
 
+#: Largest phrase file read (a list of 10,000 phrases is about 1 MB).
+MAX_FILE_BYTES = 16 * 1024**2
+
+
 class PhraseFileError(ValidationError):
     """The phrase list is not valid; the message names the entry and the field."""
+
+
+@dataclass(frozen=True)
+class PhraseRules:
+    """What a phrase list may ask for (``preload:`` in config.yaml)."""
+
+    max_requests: int = 10_000
+    """Most requests the list may expand to (``preload.max_requests``)."""
+    prompt_dir: str | None = None
+    """A folder of recordings any list may reference (``preload.prompt_dir``)."""
+    own_folder: bool = True
+    """Whether the list's own folder holds recordings it may use: true for a list on
+    the server, false for an uploaded one (its folder is the upload area)."""
+
+    @classmethod
+    def from_config(cls, config: PreloadConfig, *, own_folder: bool = True) -> PhraseRules:
+        return cls(config.max_requests, config.prompt_dir, own_folder)
+
+    def roots(self, base_dir: Path) -> list[Path]:
+        """The folders whose recordings the list may use."""
+        roots = [base_dir] if self.own_folder else []
+        if self.prompt_dir is not None:
+            roots.append(Path(self.prompt_dir))
+        return roots
+
+    def path_rule(self) -> str:
+        """The end of the one message for a path the list may not use."""
+        if self.own_folder:
+            where = "the phrase list's folder" + (" or preload.prompt_dir" if self.prompt_dir else "")
+            return f"is not an audio file inside {where}; give a path relative to the list"
+        if self.prompt_dir:
+            return (
+                "is not an audio file inside preload.prompt_dir (an uploaded list may only use recordings "
+                "there); give a path relative to that folder, or use a preset or saved voice"
+            )
+        return (
+            "cannot be used: an uploaded list may only use recordings in preload.prompt_dir, and none is "
+            "configured; use a preset or saved voice instead"
+        )
 
 
 @dataclass(frozen=True)
@@ -83,22 +133,31 @@ class PhraseRequest:
         )  # fmt: skip
 
 
-def load_phrases(path: str | Path) -> list[PhraseRequest]:
+def load_phrases(path: str | Path, rules: PhraseRules | None = None) -> list[PhraseRequest]:
     """Read, validate and expand a phrase file. Raises :class:`PhraseFileError`."""
     file = Path(path)
     try:
+        if file.stat().st_size > MAX_FILE_BYTES:
+            raise PhraseFileError(
+                f"{file}: the phrase file is over {MAX_FILE_BYTES // 1024**2} MB; split it into several lists"
+            )
         raw = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise PhraseFileError(f"{file}: cannot read the phrase file ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise PhraseFileError(f"{file}: the phrase file is not UTF-8 text (byte {exc.start})") from exc
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise PhraseFileError(f"{file}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
-    return parse_phrases(data, base_dir=file.resolve().parent, source=str(file))
+    return parse_phrases(data, base_dir=file.resolve().parent, source=str(file), rules=rules)
 
 
-def parse_phrases(data: Any, *, base_dir: Path, source: str = "phrases") -> list[PhraseRequest]:
+def parse_phrases(
+    data: Any, *, base_dir: Path, source: str = "phrases", rules: PhraseRules | None = None
+) -> list[PhraseRequest]:
     """Validate a decoded phrase document and expand it into requests."""
+    rules = rules or PhraseRules()
     if not isinstance(data, dict):
         raise PhraseFileError(f'{source}: the top level must be an object with "voices" and "phrases"')
     _unknown(data, _TOP_KEYS, source, "top level")
@@ -108,14 +167,33 @@ def parse_phrases(data: Any, *, base_dir: Path, source: str = "phrases") -> list
     voices_raw = data.get("voices")
     if not isinstance(voices_raw, dict) or not voices_raw:
         raise PhraseFileError(f'{source}: field "voices": must be an object naming at least one voice')
-    voices = {name: _voice(name, spec, base_dir, source) for name, spec in voices_raw.items()}
+    roots, rule = rules.roots(base_dir), rules.path_rule()
+    voices = {name: _voice(name, spec, roots, rule, source) for name, spec in voices_raw.items()}
     phrases_raw = data.get("phrases")
     if not isinstance(phrases_raw, list) or not phrases_raw:
         raise PhraseFileError(f'{source}: field "phrases": must be a non-empty list of phrase objects')
     out: list[PhraseRequest] = []
     for i, spec in enumerate(phrases_raw):
+        # Counted before expanding: seeds x styles could otherwise be billions of requests.
+        if len(out) + _expansion(spec) > rules.max_requests:
+            raise PhraseFileError(
+                f"{source}: phrases[{i}]: the list expands to more than {rules.max_requests} requests "
+                "(preload.max_requests; every seed times every style of a phrase is one request); "
+                "split it into several lists or use fewer seeds and styles"
+            )
         out.extend(_phrase(f"phrases[{i}]", spec, voices, source))
     return out
+
+
+def _expansion(spec: Any) -> int:
+    """How many requests a phrase entry asks for (its seeds times its styles)."""
+    n = 1
+    if isinstance(spec, dict):
+        for many in ("seeds", "styles"):
+            value = spec.get(many)
+            if isinstance(value, list):
+                n *= max(1, len(value))
+    return n
 
 
 def expand(requests: Iterable[PhraseRequest]) -> list[PhraseRequest]:
@@ -145,7 +223,7 @@ def _unknown(obj: Mapping[str, Any], known: set[str], source: str, where: str) -
             raise PhraseFileError(f"{source}: {where}: field {key!r} is not known; use {', '.join(sorted(known))}")
 
 
-def _voice(name: Any, spec: Any, base_dir: Path, source: str) -> _Voice:
+def _voice(name: Any, spec: Any, roots: list[Path], rule: str, source: str) -> _Voice:
     where = f"voices[{name!r}]"
     if not isinstance(name, str) or not name.strip():
         raise PhraseFileError(f"{source}: {where}: a voice needs a non-empty name")
@@ -167,11 +245,27 @@ def _voice(name: Any, spec: Any, base_dir: Path, source: str) -> _Voice:
         return _Voice(preset.strip(), None, "")
     if not isinstance(audio, str) or not audio.strip():
         raise PhraseFileError(f'{source}: {where}: field "prompt_audio": must be a path to an audio file')
-    path = Path(audio)
-    path = path if path.is_absolute() else base_dir / path
-    if not path.is_file():
-        raise PhraseFileError(f'{source}: {where}: field "prompt_audio": file {path} does not exist')
+    path = _inside(audio, roots)
+    if path is None:
+        # One message whether the file is missing, outside the allowed folders, or a
+        # symlink out of them: a phrase list must not tell what exists on the server.
+        raise PhraseFileError(f'{source}: {where}: field "prompt_audio": {cut_text(audio)!r} {rule}')
     return _Voice(None, str(path), text)
+
+
+def _inside(audio: str, roots: list[Path]) -> Path | None:
+    """The real path of ``audio`` (relative to a root, or absolute) if it is a regular
+    file inside one of ``roots`` once every symlink and ``..`` is resolved; else None."""
+    given = Path(audio)
+    for root in roots:
+        try:
+            real_root = root.resolve(strict=True)
+            real = (given if given.is_absolute() else root / given).resolve(strict=True)
+        except (OSError, RuntimeError):  # missing, a symlink loop, unreadable
+            continue
+        if real.is_relative_to(real_root) and real.is_file():
+            return real
+    return None
 
 
 def _phrase(where: str, spec: Any, voices: Mapping[str, _Voice], source: str) -> list[PhraseRequest]:

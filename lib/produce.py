@@ -16,7 +16,7 @@ from lib.cache.entry import CachedAudio
 from lib.cache.keys import model_tag
 from lib.config import AppConfig
 from lib.engines.base import Engine, VoiceConverter
-from lib.errors import EngineError, TTSError
+from lib.errors import EngineError, TTSError, log_safe
 from lib.metrics import Metrics
 from lib.request import Resolved
 from lib.stats import Stats
@@ -56,7 +56,8 @@ class Producer:
         except TTSError:
             raise
         except Exception as exc:
-            _LOGGER.exception("engine %s failed on key=%s", self.engine.name, r.key)
+            # Not _LOGGER.exception: the engine's message may quote the text (log_safe cuts it).
+            _LOGGER.error("engine %s failed on key=%s: %s", self.engine.name, r.key, log_safe(exc))
             name = self.engine.name
             raise EngineError(f"the {name} engine failed ({type(exc).__name__}); nothing was cached") from exc
         finally:

@@ -17,6 +17,7 @@ from lib.config import AppConfig
 from lib.engines.base import VoiceConverter
 from lib.errors import NotFoundError, ValidationError
 from lib.request import CONVERT, ConvertRequest, PromptSource, Resolved, TTSRequest
+from lib.textnorm import cut_text
 from lib.validate import check_format, check_seed, check_speed, check_ttl, normalise_fields
 
 __all__ = ["EngineInfo", "Resolver", "SavedPrompt", "VoiceBook"]
@@ -156,8 +157,8 @@ class Resolver:
                 return None, name, prompt_text
             saved = self.voices.saved(name)
             if saved is None:
-                known = ", ".join(self.voices.names()) or "none"
-                raise NotFoundError(f"voice: no saved or preset voice named {name!r}; available: {known}")
+                known = ", ".join(cut_text(n) for n in self.voices.names()) or "none"
+                raise NotFoundError(f"voice: no saved or preset voice named {cut_text(name)!r}; available: {known}")
             return saved.prompt, None, prompt_text or saved.prompt_text
         if request.prompt_audio is not None:
             # A request that asked for no trace leaves none of its prompt behind.

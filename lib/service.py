@@ -147,7 +147,10 @@ class TTSService:
             self.metrics.requests.labels("error").inc()
             self.metrics.latency.labels("error").observe(seconds)
             key = resolved.key if resolved is not None else "-"
-            _LOGGER.info("request failed key=%s text=%r: %s", key, cut_text(_text_of(request)), exc)
+            # The client gets the whole message; the log gets what failed, not the
+            # message, which may quote more of the caller's input (user text stays <= 32).
+            why = str(exc) if exc.http_status >= 500 else f"{type(exc).__name__} ({exc.http_status})"
+            _LOGGER.info("request failed key=%s text=%r: %s", key, cut_text(_text_of(request)), why)
             raise
         seconds = time.perf_counter() - started
         label = result.cache.lower()
@@ -196,9 +199,14 @@ class TTSService:
                 lease.release()
             return entry
 
+        # A result that will not be stored gains nothing from a lease (a waiter would
+        # find nothing and run the engine itself), and a lease would write the key to
+        # the lock store or Redis: store=false takes none and leaves no trace there.
+        leases = self.leases if r.store else None
+
         def lead() -> tuple[CachedAudio, bool]:
             return lead_or_wait(
-                r.key, self.leases, self.renewer,
+                r.key, leases, self.renewer,
                 lease=self.config.cache.lock_lease, timeout=self.config.cache.lock_timeout,
                 lookup=lambda: self.tiers.find(r.key), produce=produce,
                 on_lock_error=lambda exc: self._store_error("lock", exc),
@@ -221,6 +229,10 @@ class TTSService:
     def stored_audio(self, key: str) -> CachedAudio | None:
         """The stored entry for ``key`` without synthesising (``GET /api/audio``)."""
         return self.tiers.find(key) if KEY_RE.match(key) else None
+
+    def memory_entry(self, key: str) -> CachedAudio | None:
+        """The unexpired entry from the memory tier alone (cheap enough for an event loop)."""
+        return self.tiers.memory_entry(key)
 
     def ready_bytes(self, key: str, fmt: str) -> bytes | None:
         return self.tiers.ready_bytes(key, fmt)

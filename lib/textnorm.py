@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["cut_text", "normalise_text"]
+__all__ = ["cut_fields", "cut_text", "normalise_text"]
 
 # Zero-width characters that change the bytes but not what anyone hears.
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
@@ -27,6 +29,11 @@ _PUNCT = str.maketrans(
 def cut_text(text: str, n: int = 32) -> str:
     """User text in logs and public statistics is cut to ``n`` characters."""
     return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def cut_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``fields`` for a log line: every text value cut to 32 characters."""
+    return {k: cut_text(v) if isinstance(v, str) else v for k, v in fields.items()}
 
 
 def normalise_text(text: str, *, fold_punctuation: bool = False, casefold: bool = False) -> str:

@@ -15,7 +15,7 @@ from lib.config import AppConfig
 from lib.engines.base import MODES
 from lib.errors import PromptAudioError, ValidationError
 from lib.request import TTSRequest
-from lib.textnorm import normalise_text
+from lib.textnorm import cut_text, normalise_text
 
 __all__ = [
     "MAX_SEED",
@@ -43,7 +43,7 @@ def check_seed(value: Any, field: str = "seed") -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValidationError(f"{field}: must be a whole number from 0 to {MAX_SEED}, got {value!r}")
+        raise ValidationError(f"{field}: must be a whole number from 0 to {MAX_SEED}, got {cut_text(repr(value))}")
     if not 0 <= int(value) <= MAX_SEED:
         raise ValidationError(f"{field}: {value} is out of range; use 0 to {MAX_SEED}")
     return int(value)
@@ -51,7 +51,7 @@ def check_seed(value: Any, field: str = "seed") -> int:
 
 def check_speed(value: Any, field: str = "speed") -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise ValidationError(f"{field}: must be a number from {MIN_SPEED} to {MAX_SPEED}, got {value!r}")
+        raise ValidationError(f"{field}: must be a number from {MIN_SPEED} to {MAX_SPEED}, got {cut_text(repr(value))}")
     speed = float(value)
     if not math.isfinite(speed) or not MIN_SPEED <= speed <= MAX_SPEED:
         raise ValidationError(f"{field}: {value} is out of range; use {MIN_SPEED} to {MAX_SPEED}")
@@ -71,13 +71,13 @@ def check_ttl(value: Any, field: str = "ttl") -> float | None:
 
 def check_format(value: Any) -> str:
     if value not in FORMATS:
-        raise ValidationError(f"format: {value!r} is not supported; use one of {', '.join(FORMATS)}")
+        raise ValidationError(f"format: {cut_text(repr(value))} is not supported; use one of {', '.join(FORMATS)}")
     return str(value)
 
 
 def check_mode(value: Any) -> str | None:
     if value is not None and value not in MODES:
-        raise ValidationError(f"mode: {value!r} is not a mode; use one of {', '.join(MODES)}")
+        raise ValidationError(f"mode: {cut_text(repr(value))} is not a mode; use one of {', '.join(MODES)}")
     return None if value is None else str(value)
 
 

@@ -99,7 +99,7 @@ def test_validation_error_stops_the_request_with_a_fix(client: Client, service: 
 
 def test_save_voice_then_synthesise_in_it_then_delete(client: Client, service: TTSService, testdata_dir: Path) -> None:
     prompt = handle_file(str(testdata_dir / "male_prompt.wav"))
-    client.predict("desk", prompt, "", api_name="/save_voice")
+    client.predict("desk", prompt, "", False, "", api_name="/save_voice")
     assert "desk" in [v["name"] for v in service.list_voices() if v["kind"] == "saved"]
     _, badge, _ = _synth(client, mode="cross_lingual", voice="desk", text="Customer A023, counter 3.")
     assert 'data-cache="MISS"' in badge
@@ -165,8 +165,8 @@ def test_export_top_phrases_is_a_valid_phrase_file(client: Client, tmp_path: Pat
 
 
 def test_preload_tab_fills_the_cache(client: Client, service: TTSService) -> None:
-    first = client.predict(None, False, api_name="/preload")
-    second = client.predict(None, False, api_name="/preload")
+    first = client.predict(None, False, "", api_name="/preload")
+    second = client.predict(None, False, "", api_name="/preload")
     assert "preload: 3 phrases, 3 generated, 0 already cached, 0 failed" in first
     assert "preload: 3 phrases, 0 generated, 3 already cached, 0 failed" in second
     hit = service.synthesise(TTSRequest(text="欢迎光临", voice="tone-low", seed=2))

@@ -23,7 +23,7 @@ from lib.access import AccessPolicy, Caller
 from lib.errors import EngineUnavailableError, ValidationError
 from lib.metrics import CONTENT_TYPE
 from lib.service import TTSService
-from lib.textnorm import cut_text
+from lib.textnorm import cut_fields, cut_text
 
 from .errors import ERROR_RESPONSES
 from .uploads import read_upload
@@ -130,7 +130,7 @@ def admin_router(service: TTSService) -> APIRouter:
             report = await to_thread.run_sync(lambda: service.sweep_expired(caller=caller))
         else:
             report = await to_thread.run_sync(lambda: service.clear(caller=caller))
-        _LOGGER.warning("cache clear via API: %s", report)
+        _LOGGER.warning("cache clear via API: %s", cut_fields(report))
         return report
 
     @router.post(

@@ -16,7 +16,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from lib.errors import NotFoundError, TTSError
+from lib.errors import NotFoundError, TTSError, log_safe
+from lib.textnorm import cut_text
 
 __all__ = ["ERROR_RESPONSES", "error_response", "install_error_handlers", "validation_message"]
 
@@ -93,7 +94,7 @@ def install_error_handlers(app: FastAPI) -> None:
         if request.url.path.startswith("/v1/") and isinstance(exc, NotFoundError):
             status = 400  # OpenAI answers an unknown voice with 400 invalid_request_error
         if status >= 500 and status != 503:
-            _LOGGER.error("%s %s failed: %s", request.method, request.url.path, exc)
+            _LOGGER.error("%s %s failed: %s", request.method, request.url.path, cut_text(str(exc), 200))
         param = str(exc).split(":", 1)[0] if ":" in str(exc)[:24] else None
         return error_response(request, status, str(exc), param=param)
 
@@ -115,5 +116,5 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> JSONResponse:
-        _LOGGER.exception("unexpected error on %s %s", request.method, request.url.path)
+        _LOGGER.error("unexpected error on %s %s: %s", request.method, request.url.path, log_safe(exc))
         return error_response(request, 500, "internal error; the server log has the details")

@@ -15,8 +15,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
     "IMMUTABLE",
+    "NO_STORE",
     "BodyTooLarge",
     "UploadLimit",
+    "cache_control",
     "etag_for",
     "etag_matches",
     "parse_range",
@@ -25,8 +27,20 @@ __all__ = [
 
 #: Cache-Control of audio addressed by key: a key names one immutable result.
 IMMUTABLE = "public, max-age=31536000, immutable"
+#: Cache-Control of a result that was not stored (bypass, ``store=false``): personal
+#: data a proxy or browser must not keep either.
+NO_STORE = "no-store"
 
 _RANGE_RE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
+
+
+def cache_control(remaining: float | None) -> str:
+    """Cache-Control for a stored entry with ``remaining`` seconds to live (None: no
+    TTL). An entry that expires is private and may be kept only as long as it lives
+    here (rounded down, so never longer); only an entry without a TTL is immutable."""
+    if remaining is None:
+        return IMMUTABLE
+    return f"private, max-age={max(0, int(remaining))}"
 
 
 

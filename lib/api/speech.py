@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from lib.audio import MIME_TYPES, encode
+from lib.cache.entry import CachedAudio
 from lib.errors import NotFoundError, PayloadTooLargeError, ValidationError
 from lib.request import TTSRequest
 from lib.results import SynthesisResult
@@ -26,7 +27,7 @@ from lib.service import TTSService
 from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
 
 from .errors import ERROR_RESPONSES
-from .http import IMMUTABLE, etag_for, etag_matches, parse_range, too_large_message
+from .http import NO_STORE, cache_control, etag_for, etag_matches, parse_range, too_large_message
 
 __all__ = ["SpeechRequest", "speech_router"]
 
@@ -138,15 +139,16 @@ def speech_router(service: TTSService) -> APIRouter:
             seed=seed, speed=speed, mode=mode, format=format, use_cache=cache, store=store, ttl=ttl,
         )  # fmt: skip
         result, body = await run(req)
+        stored = result.cache == "HIT" or (result.cache == "MISS" and store)
         headers = {
             "X-Cache": result.cache,
             "X-Cache-Key": result.key,
             "ETag": etag_for(result.key, format),
             "X-Audio-Duration": f"{result.duration:.3f}",
             "X-Sample-Rate": str(result.sample_rate),
+            "Cache-Control": cache_control(result.audio.remaining()) if stored else NO_STORE,
         }
         if accept and "application/json" in accept:
-            stored = result.cache == "HIT" or (result.cache == "MISS" and store)
             doc = TTSResult(
                 key=result.key, cache=result.cache,  # type: ignore[arg-type]
                 url=f"/api/audio/{result.key}.{format}" if stored else None,
@@ -183,12 +185,17 @@ def speech_router(service: TTSService) -> APIRouter:
             raise ValidationError(_BAD_AUDIO_NAME)
         key, fmt = match.group(1).lower(), match.group(2)
         etag = etag_for(key, fmt)
+        # The entry first (from memory, on the event loop, when it is there): its TTL
+        # decides how long a client may keep it, and an expired entry is a 404.
+        entry = service.memory_entry(key)
+        if entry is None:
+            entry = await to_thread.run_sync(_stored_entry, service, key)
+        control = cache_control(entry.remaining())
         if etag_matches(if_none_match, etag):
-            return Response(status_code=304, headers={"ETag": etag, "Cache-Control": IMMUTABLE})
-        body = service.ready_bytes(key, fmt)
-        if body is None:
-            body = await to_thread.run_sync(_slow_audio, service, key, fmt)
-        headers = {"ETag": etag, "Cache-Control": IMMUTABLE, "Accept-Ranges": "bytes", "X-Cache-Key": key}
+            return Response(status_code=304, headers={"ETag": etag, "Cache-Control": control})
+        ready = service.ready_bytes(key, fmt)
+        body = ready if ready is not None else await to_thread.run_sync(service.audio_bytes, entry, fmt)
+        headers = {"ETag": etag, "Cache-Control": control, "Accept-Ranges": "bytes", "X-Cache-Key": key}
         wanted = parse_range(range, len(body)) if not if_range or if_range.strip() == etag else None
         if wanted is False:
             headers["Content-Range"] = f"bytes */{len(body)}"
@@ -230,6 +237,7 @@ def speech_router(service: TTSService) -> APIRouter:
             "X-Cache-Key": result.key,
             "ETag": etag_for(result.key, body.response_format),
             "X-Sample-Rate": str(result.sample_rate),
+            "Cache-Control": cache_control(result.audio.remaining()),
         }
         if body.response_format == "pcm":
             return Response(audio_bytes[44:], media_type="audio/pcm", headers=headers)
@@ -241,8 +249,8 @@ def speech_router(service: TTSService) -> APIRouter:
 _BAD_AUDIO_NAME = "audio name must be <32 hex digits>.<wav|mp3|flac|ogg>, e.g. /api/audio/<X-Cache-Key>.wav"
 
 
-def _slow_audio(service: TTSService, key: str, fmt: str) -> bytes:
+def _stored_entry(service: TTSService, key: str) -> CachedAudio:
     entry = service.stored_audio(key)
     if entry is None:
         raise NotFoundError(f"no stored audio for key {key}; synthesise it first with POST /api/tts")
-    return service.audio_bytes(entry, fmt)
+    return entry

@@ -19,10 +19,11 @@ import pandas as pd
 from lib.access import Caller
 from lib.errors import TTSError, ValidationError
 from lib.export import export_phrases
-from lib.phrases import expand, load_phrases
+from lib.phrases import PhraseRules, expand, load_phrases
 from lib.preload import PreloadReport, preload
 from lib.request import TTSRequest
 from lib.service import TTSService
+from lib.textnorm import cut_fields
 from lib.ui.views import badge_html, hit_rate_frame, latency_frame, stats_markdown, top_frame
 from lib.validate import MAX_SEED
 
@@ -123,9 +124,14 @@ class Handlers:
         names = self.voice_names()
         return gr.update(choices=names), gr.update(choices=names, value=None), self.voices_table()
 
-    def save_voice(self, name: str, prompt_audio: str | None, prompt_text: str) -> tuple[Any, Any, Any, str]:
+    def save_voice(
+        self, name: str, prompt_audio: str | None, prompt_text: str, replace: bool, token: str, request: gr.Request
+    ) -> tuple[Any, Any, Any, str]:
+        """Save under a new name; replacing a saved voice needs the admin (token)."""
         try:
-            saved = self.service.save_voice(name or "", prompt_audio, prompt_text or "")
+            saved = self.service.save_voice(
+                name or "", prompt_audio, prompt_text or "", replace=bool(replace), caller=self.caller(request, token)
+            )
         except TTSError as exc:
             raise gr.Error(str(exc)) from exc
         return (*self.voice_updates(), f"Saved voice **{saved['name']}** ({saved['seconds']} s) 已保存")
@@ -187,7 +193,7 @@ class Handlers:
                 done = service.verify(caller)
         except TTSError as exc:
             raise gr.Error(str(exc)) from exc
-        _LOGGER.warning("admin action %s from the web UI: %s", action, done)
+        _LOGGER.warning("admin action %s from the web UI: %s", action, cut_fields(done))
         return f"**{action}**: `{json.dumps(done, ensure_ascii=False)}`", False
 
     def export_top(self, request: gr.Request) -> tuple[str, str]:
@@ -205,11 +211,15 @@ class Handlers:
         return str(target), message
 
     def run_preload(
-        self, upload: str | None, force: bool, request: gr.Request, progress: gr.Progress = gr.Progress()  # noqa: B008
-    ) -> str:
+        self, upload: str | None, force: bool, token: str, request: gr.Request,
+        progress: gr.Progress = gr.Progress(),  # noqa: B008
+    ) -> str:  # fmt: skip
         path = Path(upload) if upload else self.phrases_path
+        # An uploaded list lives in Gradio's upload area, among other users' uploads: it
+        # may use recordings in preload.prompt_dir only, never its own folder.
+        rules = PhraseRules.from_config(self.service.config.preload, own_folder=not upload)
         try:
-            requests = expand(load_phrases(path))
+            requests = expand(load_phrases(path, rules))
         except TTSError as exc:
             raise gr.Error(str(exc)) from exc
         progress((0, len(requests)), desc="Preloading 预加载", unit="phrases")
@@ -219,7 +229,7 @@ class Handlers:
 
         try:
             report = preload(
-                self.service, requests, workers=1, force=force, on_done=step, caller=self.caller(request)
+                self.service, requests, workers=1, force=force, on_done=step, caller=self.caller(request, token)
             )
         except TTSError as exc:
             raise gr.Error(str(exc)) from exc

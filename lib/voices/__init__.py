@@ -91,7 +91,7 @@ class Voices:
         name that exists is refused (409) unless ``replace``, which needs the admin."""
         name = self.library.check_name(name)
         if self.is_preset(name):
-            raise ValidationError(f"voice name {name!r} is a preset voice; choose another name")
+            raise ValidationError(f"voice name {cut_text(name)!r} is a preset voice; choose another name")
         check(caller, Action.REPLACE_VOICE if replace else Action.SAVE_VOICE)
         if not replace and self.library.exists(name):
             raise ConflictError(taken_message(name))
@@ -109,9 +109,9 @@ class Voices:
     def delete(self, name: str, *, caller: Caller = LOCAL) -> None:
         check(caller, Action.DELETE_VOICE)
         if self.is_preset(name):
-            raise ValidationError(f"voice {name!r} is a preset voice; presets cannot be deleted")
+            raise ValidationError(f"voice {cut_text(name)!r} is a preset voice; presets cannot be deleted")
         if not self.library.delete(name):
-            raise NotFoundError(f"no saved voice named {name!r}")
+            raise NotFoundError(f"no saved voice named {cut_text(name)!r}")
 
     def prewarm(self) -> None:
         """Load the profiles of all saved voices (at start, in a thread)."""

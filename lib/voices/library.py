@@ -83,7 +83,7 @@ class VoiceLibrary:
         clean = name.strip()
         if not NAME_RE.match(clean):
             raise ValidationError(
-                f"voice name {name[:40]!r} is not allowed: use 1-64 letters, digits, spaces, '.', '-' or '_', "
+                f"voice name {cut_text(name)!r} is not allowed: use 1-64 letters, digits, spaces, '.', '-' or '_', "
                 "starting with a letter or digit"
             )
         return clean
