@@ -15,6 +15,7 @@ from lib.access import LOCAL, Action, Caller, check
 from lib.cache.keys import KEY_RE
 from lib.cache.tiers import Tiers
 from lib.errors import ValidationError
+from lib.textnorm import cut_text
 
 __all__ = ["Admin"]
 
@@ -59,7 +60,30 @@ class Admin:
         self.tiers.writer.flush()
         removed = self.tiers.store.evict(tag)
         self.tiers.drop_memory()
-        return {"tag": tag, "removed": removed}
+        report: dict[str, Any] = {"tag": tag, "removed": removed}
+        if self.tiers.shared is not None:
+            # Redis's copies, and (through the eviction feed) every other replica's.
+            # None: Redis could not be reached, its copies stay (evict again later).
+            report["shared_removed"] = self.tiers.shared.evict(tag)
+        return report
+
+    def apply_remote(self, tag: str | None) -> None:
+        """Another replica evicted ``tag`` (None: cleared everything): drop this
+        replica's local copies (Redis's are gone already). No access check: it comes
+        from the shared tier, where only an admin action puts it."""
+        t = self.tiers
+        t.writer.flush()
+        if tag is None:
+            removed = t.store.clear()
+            if self.profiles is not None:
+                self.profiles.clear()
+            if self.prompts is not None:
+                self.prompts.clear()
+        else:
+            removed = t.store.evict(tag)
+        t.drop_memory()
+        what = cut_text(tag) if tag is not None else "everything"
+        _LOGGER.warning("%s was evicted on another replica: %d local entries removed", what, removed)
 
     def sweep_expired(self, caller: Caller = LOCAL) -> dict[str, Any]:
         check(caller, Action.ADMIN)

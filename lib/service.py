@@ -108,6 +108,8 @@ class TTSService:
         self.resolver = Resolver(self.engine, self.voices, config)
         self.producer = Producer(self.engine, self.voices, self.stats, self.metrics, config)
         self.admin = Admin(self.tiers, profiles, self.decoder)
+        if self.shared is not None:  # evictions and clears on other replicas reach this one's local tiers
+            self.shared.follow_evictions(self.admin.apply_remote, self.cache_dir / "shared-evictions.json")
         self.dashboard = Dashboard(self.engine, self.tag, self.tiers, self.stats, self.shared)
         self.files = ResultFiles()
         """Private files for callers that need a path (the web UI), removed on close."""

@@ -96,7 +96,7 @@ def test_failed_phrases_exit_1_and_are_counted(tmp_path: Path) -> None:
          ["phrases[1]", "'seeds'"]),
         ({"voices": A, "phrases": [{"text": "x", "voice": "a", "colour": "red"}]}, ["phrases[0]", "colour"]),
         ({"voices": {"a": {"prompt_audio": "missing.wav"}}, "phrases": [{"text": "x", "voice": "a"}]},
-         ["voices['a']", "prompt_audio", "does not exist"]),
+         ["voices['a']", "prompt_audio", "'missing.wav' is not an audio file inside the phrase list's folder"]),
         ({"voices": {"a": {"preset": "x", "prompt_audio": "y"}}, "phrases": []}, ["voices['a']", "exactly one"]),
         ({"phrases": [{"text": "x", "voice": "a"}]}, ['"voices"']),
     ],

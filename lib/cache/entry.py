@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 
 from lib.audio import decode_flac, encode, wav_bytes
 
-__all__ = ["CachedAudio", "CorruptEntryError", "pack", "read_header", "unpack"]
+__all__ = ["CachedAudio", "CorruptEntryError", "matches_tag", "pack", "read_header", "unpack"]
 
 _MAGIC = b"TTSA"
 _HEAD = struct.Struct("<4sI")
@@ -107,6 +107,14 @@ def read_header(blob: bytes) -> dict[str, Any]:
     if not isinstance(head, dict):
         raise CorruptEntryError("bad entry header")
     return head
+
+
+def matches_tag(head: Mapping[str, Any], tag: str) -> bool:
+    """Whether the entry with header ``head`` falls under ``tag``: its
+    ``engine:model_version``, or ``voice:<voice id>`` (every entry made in that voice)."""
+    if tag.startswith("voice:"):
+        return head.get("voice") == tag[len("voice:") :]
+    return head.get("tag") == tag
 
 
 def unpack(blob: bytes, key: str) -> CachedAudio:

@@ -39,6 +39,8 @@ class SharedStore(Protocol):
 
     def clear(self) -> int: ...
 
+    def evict(self, tag: str) -> int | None: ...
+
 
 class Tiers:
     """Memory (ready-to-send WAV), disk (:class:`AudioStore`) and optionally shared."""

@@ -6,6 +6,8 @@ Key layout, all under a namespace prefix (``tts:`` by default)::
     tts:p:<profile key>    voice profile (sealed VoiceProfile.to_bytes)
     tts:v:<voice name>     saved voice (sealed JSON header + FLAC)
     tts:voices             set of saved voice names
+    tts:voices:deleted     hash: voice name -> unix time it was deleted (tombstones)
+    tts:evictions          stream of evictions and clears, for every replica's local tiers
     tts:lock:<cache key>   single-flight lease (random token, PX = cache.lock_lease)
     tts:stats:<replica>    hash of one replica's counters, expires unless refreshed
     tts:replicas           sorted set of replica ids by last report (unix time)
@@ -13,6 +15,11 @@ Key layout, all under a namespace prefix (``tts:`` by default)::
 Every call goes through a :class:`Breaker`, so Redis being down, slow or flushed only
 ever turns into "not found here" (and a counted fault); the service then uses its
 local tiers and local single-flight.
+
+Redis is the authority for saved voices while it answers: each replica's local copy
+of a voice is checked against it (:meth:`SharedTier.voice_state`), and a deletion
+leaves a tombstone, so a voice deleted on one replica is not brought back by
+another's local copy (last writer wins, by the voices' creation times).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -34,6 +42,7 @@ from lib.cache.leases import Leases
 from lib.errors import ConfigError
 from lib.shared.breaker import Breaker
 from lib.shared.codec import PROFILE_MAGIC, CorruptValueError, decode_voice, encode_voice, seal, unseal
+from lib.shared.evictions import Apply, EvictionFeed, evict_tag
 from lib.shared.leases import RedisLeases, SharedLeases
 
 __all__ = ["SharedTier"]
@@ -97,6 +106,8 @@ class SharedTier:
         self._last_cluster: dict[str, Any] = {}
         self._stop = threading.Event()
         self._closed = False
+        self.evictions = EvictionFeed(self.client, self.breaker, namespace, self.replica, where=self.url)
+        """Evictions announced to, and read from, the other replicas."""
         self.breaker.call("connect", self.client.ping, False)  # so `up` is right from the start
         self._thread: threading.Thread | None = None
         if publish_every > 0:
@@ -145,8 +156,26 @@ class SharedTier:
 
     def clear(self) -> int:
         """Delete every audio entry in our namespace (SCAN + UNLINK, never FLUSHDB:
-        the database may hold other applications' keys, and our voices)."""
-        return int(self.breaker.call("clear", lambda: self._unlink_prefix(self._audio("")), 0))
+        the database may hold other applications' keys, and our voices), and tell the
+        other replicas to clear their local tiers."""
+        removed = self.breaker.call("clear", lambda: self._unlink_prefix(self._audio("")), None)
+        if removed is not None:
+            self.evictions.announce(None)
+        return int(removed or 0)
+
+    def evict(self, tag: str) -> int | None:
+        """Delete every audio entry of ``tag`` (``engine:model_version`` or
+        ``voice:<id>``) and tell the other replicas to drop their local copies; the
+        number removed here, or None when Redis cannot be reached."""
+        removed = self.breaker.call("evict", lambda: evict_tag(self.client, self._audio(""), tag), None)
+        if removed is not None:
+            self.evictions.announce(tag)
+        return None if removed is None else int(removed)
+
+    def follow_evictions(self, apply: Apply, state_file: Path | None = None) -> None:
+        """Apply the other replicas' evictions and clears to this replica's local tiers
+        (in a thread, about every second)."""
+        self.evictions.follow(apply, state_file)
 
     # -- voices -----------------------------------------------------------------------------
 
@@ -169,6 +198,31 @@ class SharedTier:
         """Delete every voice profile in our namespace (derived data; saved voices stay)."""
         return int(self.breaker.call("clear_profiles", lambda: self._unlink_prefix(self.namespace + "p:"), 0))
 
+    def voice_state(self, name: str) -> tuple[dict[str, Any] | None, float | None] | None:
+        """``(record, deleted_at)`` as Redis knows them (the saved voice or None, and the
+        time of its last deletion or None); None when Redis cannot answer."""
+        key = self.namespace + "v:" + name
+
+        def read() -> tuple[Any, Any]:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.get(key)
+            pipe.hget(self._tombstones, name)
+            value, deleted = pipe.execute()
+            return value, deleted
+
+        found = self.breaker.call("voice_state", read, None)
+        if found is None:
+            return None
+        value, deleted = found
+        deleted_at = float(deleted) if deleted is not None else None
+        if value is None:
+            return None, deleted_at
+        try:
+            return decode_voice(name, _raw(value)), deleted_at
+        except CorruptValueError as exc:
+            self._corrupt("saved voice", key, exc)
+            return None, deleted_at
+
     def get_voice(self, name: str) -> dict[str, Any] | None:
         key = self.namespace + "v:" + name
         value = self.breaker.call("get_voice", lambda: self.client.get(key), None)
@@ -187,25 +241,39 @@ class SharedTier:
             pipe = self.client.pipeline(transaction=True)
             pipe.set(self.namespace + "v:" + name, value)
             pipe.sadd(self.namespace + "voices", name)
+            pipe.hdel(self._tombstones, name)
             pipe.execute()
             return True
 
         return bool(self.breaker.call("put_voice", write, False))
 
-    def delete_voice(self, name: str) -> bool:
+    def delete_voice(self, name: str, at: float | None = None) -> bool | None:
+        """Delete ``name`` and leave a tombstone (so that no replica's local copy brings
+        it back); whether it was there, or None when Redis cannot be reached."""
+        when = time.time() if at is None else at
+
         def remove() -> bool:
             pipe = self.client.pipeline(transaction=True)
             pipe.unlink(self.namespace + "v:" + name)
             pipe.srem(self.namespace + "voices", name)
-            removed, _ = pipe.execute()
+            pipe.hset(self._tombstones, name, repr(when))
+            removed, _, _ = pipe.execute()
             return bool(removed)
 
-        return bool(self.breaker.call("delete_voice", remove, False))
+        done = self.breaker.call("delete_voice", remove, None)
+        return None if done is None else bool(done)
 
     def voice_names(self) -> list[str]:
-        empty: set[Any] = set()
-        names = self.breaker.call("voice_names", lambda: set(self.client.smembers(self.namespace + "voices")), empty)
-        return sorted(_text(n) for n in names)
+        return self.voice_index() or []
+
+    def voice_index(self) -> list[str] | None:
+        """The names of the saved voices, or None when Redis cannot be reached."""
+        names = self.breaker.call("voice_names", lambda: set(self.client.smembers(self.namespace + "voices")), None)
+        return None if names is None else sorted(_text(n) for n in names)
+
+    @property
+    def _tombstones(self) -> str:
+        return self.namespace + "voices:deleted"
 
     # -- statistics -------------------------------------------------------------------------
 
@@ -292,6 +360,7 @@ class SharedTier:
             return
         self._closed = True
         self._stop.set()
+        self.evictions.close()
         if self._thread is not None:
             self._thread.join(timeout=2)
         local = self._local_leases

@@ -19,7 +19,7 @@ from lib.cache.handle import STORE_ERRORS, DiskHandle
 from lib.engines.base import PROMPT_SAMPLE_RATE
 from lib.errors import ConflictError, StoreUnavailableError, ValidationError
 from lib.textnorm import cut_text
-from lib.voices.tiers import SharedVoices, read_tiers
+from lib.voices.tiers import SharedVoices
 
 __all__ = ["NAME_RE", "SavedVoice", "VoiceLibrary"]
 
@@ -131,9 +131,10 @@ class VoiceLibrary:
             remembered = self._memory.get(name)
         if remembered is not None and self._fresh(remembered[1]):
             return remembered[0]
-        shared_get = self.shared.get_voice if self.shared is not None else None
-        record = read_tiers(self._store, f"voice:{name}", shared_get, name)
+        record = self._local(name) if self.shared is None else self._reconciled(name, self.shared)
         if record is None:
+            with self._lock:
+                self._memory.pop(name, None)
             return None
         voice = _from_record(name, record)
         if voice is None:
@@ -147,10 +148,55 @@ class VoiceLibrary:
             with self._store.using("list voices") as cache:
                 if cache is not None:
                     found.update(k[len("voice:") :] for k in cache.iterkeys() if str(k).startswith("voice:"))
-        if self.shared is not None:
-            found.update(self.shared.voice_names())
+        index = self.shared.voice_index() if self.shared is not None else None
+        if index is not None:  # Redis decides about the local copies it does not list
+            found = set(index) | {name for name in found - set(index) if self.get(name) is not None}
         found.update(self._recalled())
         return sorted(found)
+
+    def _local(self, name: str) -> dict[str, Any] | None:
+        if self._store is None:
+            return None
+        with self._store.using("get voice") as cache:
+            record = cache.get(f"voice:{name}") if cache is not None else None
+            return record if isinstance(record, dict) else None
+        return None
+
+    def _reconciled(self, name: str, shared: SharedVoices) -> dict[str, Any] | None:
+        """The voice as Redis and the local copy agree on it, Redis being the authority
+        while it answers; the newer of the two wins (by creation time), so a voice
+        deleted or replaced on another replica is not brought back by a stale local
+        copy, and one saved here while Redis was down is published once it is back."""
+        local = self._local(name)
+        state = shared.voice_state(name)
+        if state is None:
+            return local  # Redis is down: the local copy, if any
+        remote, deleted_at = state
+        local_at = _created(local) if local is not None else None
+        if remote is not None and (local_at is None or _created(remote) >= local_at):
+            if local is not None and local.get("fingerprint") != remote.get("fingerprint"):
+                self._replace_local(name, remote)  # replaced elsewhere: keep the copy current
+            return remote
+        if local is None or local_at is None:
+            return None
+        if deleted_at is not None and deleted_at >= local_at:
+            self._delete_local(name)  # deleted on another replica
+            _LOGGER.info("saved voice %r was deleted on another replica; local copy removed", cut_text(name))
+            return None
+        shared.put_voice(name, local)  # saved or replaced here while Redis was down
+        return local
+
+    def _replace_local(self, name: str, record: dict[str, Any]) -> None:
+        if self._store is not None:
+            with self._store.using("update voice") as cache:
+                if cache is not None:
+                    cache.set(f"voice:{name}", record)
+
+    def _delete_local(self, name: str) -> None:
+        if self._store is not None:
+            with self._store.using("delete voice") as cache:
+                if cache is not None:
+                    cache.delete(f"voice:{name}")
 
     def drop_legacy_profiles(self) -> int:
         """Remove voice profiles that older versions kept beside the saved voices (they
@@ -167,17 +213,25 @@ class VoiceLibrary:
         """Delete ``name`` from every tier; True if it was saved anywhere. Raises
         :class:`StoreUnavailableError` (nothing changed) when the store cannot write."""
         removed = False
+        if self.shared is not None:
+            # First, and refused while Redis is down: a deletion that does not reach the
+            # shared tier would come back from it.
+            gone = self.shared.delete_voice(name)
+            if gone is None:
+                raise StoreUnavailableError(
+                    "the shared tier (Redis) cannot be reached, so the other replicas would keep this voice; "
+                    "nothing was deleted: try again once it is back"
+                )
+            removed = gone
         if self._store is not None:
             cache = self._store.open()
             if cache is None and self.shared is None:
                 raise StoreUnavailableError(_UNAVAILABLE)
             try:
-                removed = bool(cache is not None and cache.delete(f"voice:{name}"))
+                removed = bool(cache is not None and cache.delete(f"voice:{name}")) or removed
             except STORE_ERRORS as exc:
                 self._store.broken("delete voice", exc)
                 raise StoreUnavailableError(_UNAVAILABLE) from exc
-        if self.shared is not None:
-            removed = bool(self.shared.delete_voice(name)) or removed
         with self._lock:
             removed = self._memory.pop(name, None) is not None or removed
         return removed
@@ -194,6 +248,13 @@ def taken_message(name: str) -> str:
         f"voice name {name!r} is taken: choose another name, or (admin) replace it; "
         "voice names are shared by every user"
     )
+
+
+def _created(record: dict[str, Any]) -> float:
+    try:
+        return float(record.get("created", 0.0))
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def _from_record(name: str, record: dict[str, Any]) -> SavedVoice | None:
