@@ -7,7 +7,10 @@ over loopback HTTP (threaded, so concurrent requests overlap in the service):
     POST /synth  {"text", "voice"?, "prompt_path"?, "prompt_text"?, "seed"?}
                  -> {"key", "cache", "tier", "wav_sha256", "wav_bytes"}
     POST /voice  {"name", "prompt_path", "prompt_text"?} -> the saved voice
-    GET  /status -> {"engine_calls", "extract_calls", "voices", "shared", "metrics"}
+    POST /delete_voice {"name"} -> {"deleted": name}
+    POST /evict  {"tag"} -> the admin report;  POST /clear {} -> the admin report
+    POST /lookup {"key"} -> {"memory", "disk", "shared"}: which tiers hold the entry (no copying)
+    GET  /status -> {"engine_calls", "extract_calls", "voices", "local_voices", "shared", "metrics"}
     POST /quit   -> closes the service and exits
 
 Prints ``PORT <n>`` on stdout once it listens. Usage:
@@ -72,6 +75,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "engine_calls": self.engine.calls,
                 "extract_calls": self.engine.extract_calls,
                 "voices": [v["name"] for v in svc.list_voices() if v["kind"] == "saved"],
+                "local_voices": _local_voices(svc),
                 "shared": svc.shared.status() if svc.shared is not None else None,
                 "metrics": svc.metrics.exposition().decode(),
             },
@@ -100,6 +104,18 @@ class _Handler(BaseHTTPRequestHandler):
             elif self.path == "/voice":
                 saved = self.service.save_voice(body["name"], body["prompt_path"], body.get("prompt_text", ""))
                 self._reply(200, saved)
+            elif self.path == "/delete_voice":
+                self.service.delete_voice(body["name"])
+                self._reply(200, {"deleted": body["name"]})
+            elif self.path == "/evict":
+                self._reply(200, self.service.evict(body["tag"]))
+            elif self.path == "/clear":
+                self._reply(200, self.service.clear())
+            elif self.path == "/lookup":
+                key, svc = body["key"], self.service
+                shared = svc.shared is not None and svc.shared.get(key) is not None
+                tiers = {"memory": svc.tiers.memory_entry(key) is not None, "disk": svc.store.contains(key)}
+                self._reply(200, {**tiers, "shared": shared})
             elif self.path == "/quit":
                 self._reply(200, {"bye": True})
                 threading.Thread(target=self.server.shutdown, daemon=True).start()
@@ -109,6 +125,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(exc.http_status, {"error": str(exc)})
         except Exception as exc:  # report, never hang the test
             self._reply(500, {"error": f"{type(exc).__name__}: {exc}"})
+
+
+def _local_voices(service: TTSService) -> list[str]:
+    """The voices in this replica's own disk store (not the shared tier)."""
+    with service._voice_store.using("test") as cache:
+        keys = list(cache.iterkeys()) if cache is not None else []
+    return sorted(str(k)[len("voice:") :] for k in keys if str(k).startswith("voice:"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,6 +61,22 @@ class Replica:
             raise AssertionError(f"replica {self.name} answered {exc.code}: {exc.read().decode()}") from exc
         return loaded
 
+    def status_of(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """``(HTTP status, body)`` of a call that may fail."""
+        request = urllib.request.Request(
+            self.base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    def lookup(self, key: str) -> dict[str, bool]:
+        """Which of this replica's tiers (and Redis) hold ``key``, without copying it."""
+        found: dict[str, bool] = self.call("/lookup", {"key": key})
+        return found
+
     def synth(self, text: str, **fields: Any) -> dict[str, Any]:
         return self.call("/synth", {"text": text, "voice": fields.pop("voice", "tone-low"), **fields})
 
@@ -246,3 +262,50 @@ def test_killing_redis_leaves_both_replicas_serving_and_they_reconnect(
         log = replica.log.read_text(errors="replace")
         assert log.count("is unreachable") == 1, log
         assert log.count("reachable again") == 1, log
+
+
+# -- evictions and deletions reach every replica (issue 10) ----------------------------------
+
+
+def test_evicting_a_tag_on_one_replica_removes_it_from_redis_and_the_other_replica(
+    cluster: tuple[RedisServer, Replica, Replica],
+) -> None:
+    server, a, b = cluster
+    text = "Evicted from every tier of every replica."
+    made = a.synth(text, voice="tone-high")
+    kept = a.synth("Kept: another voice.", voice="tone-low")
+    raw = server.client()
+    try:
+        assert _wait_until(lambda: raw.exists(f"tts:a:{made['key']}") == 1)
+        assert _wait_until(lambda: raw.exists(f"tts:a:{kept['key']}") == 1)
+        assert b.synth(text, voice="tone-high")["cache"] == "HIT"  # now in B's memory and on B's disk too
+        assert b.lookup(made["key"]) == {"memory": True, "disk": True, "shared": True}
+        report = a.call("/evict", {"tag": "voice:preset:tone-high"})
+        assert report["removed"] >= 1 and report["shared_removed"] >= 1
+        assert raw.exists(f"tts:a:{made['key']}") == 0  # Redis's copy: gone at once
+        assert a.lookup(made["key"]) == {"memory": False, "disk": False, "shared": False}
+        # B drops its own copies once it reads the eviction feed (about a second).
+        assert _wait_until(lambda: b.lookup(made["key"]) == {"memory": False, "disk": False, "shared": False})
+        assert raw.exists(f"tts:a:{kept['key']}") == 1  # another voice's entry stays
+        assert b.lookup(kept["key"])["shared"] is True
+        before = _engine_calls(a, b)
+        again = b.synth(text, voice="tone-high")
+        assert again["cache"] == "MISS" and _engine_calls(a, b) == before + 1  # nothing came back
+    finally:
+        raw.close()
+
+
+def test_a_voice_saved_on_a_and_deleted_on_b_is_gone_on_a(cluster: tuple[RedisServer, Replica, Replica]) -> None:
+    _, a, b = cluster
+    prompt = VOICES / "male_prompt.wav"
+    if not prompt.is_file():
+        pytest.skip(f"test voice {prompt} is missing; set TTS_TESTDATA_DIR")
+    a.call("/voice", {"name": "counter 3", "prompt_path": str(prompt)})
+    assert a.synth("Counter three is open.", voice="counter 3")["cache"] == "MISS"
+    assert "counter 3" in a.status()["local_voices"]  # A holds its own copy on disk
+    assert b.call("/delete_voice", {"name": "counter 3"}) == {"deleted": "counter 3"}
+    # Within A's freshness window (10 s) the voice is gone on A too, its local copy included.
+    assert _wait_until(lambda: "counter 3" not in a.status()["voices"], limit=40)
+    status, body = a.status_of("/synth", {"text": "Counter three is open.", "voice": "counter 3"})
+    assert status == 404 and "no saved or preset voice named 'counter 3'" in body["error"]
+    assert "counter 3" not in a.status()["local_voices"]

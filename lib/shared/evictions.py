@@ -23,6 +23,7 @@ import logging
 import os
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,8 @@ class EvictionFeed:
         self.breaker = breaker
         self.key = namespace + "evictions"
         self.replica = replica
+        self.sender = f"{replica}/{uuid.uuid4().hex[:12]}"
+        """This feed's own id (two services in one process share a replica id)."""
         self._where = where
         self._poll_every = poll_every
         self._apply: Apply | None = None
@@ -110,7 +113,7 @@ class EvictionFeed:
 
     def announce(self, tag: str | None) -> bool:
         """Tell the other replicas to drop their copies of ``tag`` (None: everything)."""
-        fields: dict[Any, Any] = {"tag": tag or "", "all": "1" if tag is None else "0", "by": self.replica}
+        fields: dict[Any, Any] = {"tag": tag or "", "all": "1" if tag is None else "0", "by": self.sender}
         return bool(
             self.breaker.call(
                 "announce eviction",
@@ -177,7 +180,7 @@ class EvictionFeed:
         for event_id, fields in events:
             last = _text(event_id)
             values = {_text(k): _text(v) for k, v in fields.items()}
-            if values.get("by") == self.replica:
+            if values.get("by") == self.sender:
                 continue  # applied before it was announced
             apply(None if values.get("all") == "1" else values.get("tag", ""))
             applied += 1
