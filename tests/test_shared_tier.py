@@ -25,7 +25,7 @@ from lib.cache.entry import CachedAudio, pack, unpack
 from lib.cache.leases import DiskLeases
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.errors import ConfigError, NotFoundError
+from lib.errors import ConfigError, NotFoundError, StoreUnavailableError
 from lib.request import TTSRequest
 from lib.service import TTSService
 from lib.shared import CorruptValueError, RedisLeases, SharedTier
@@ -409,3 +409,153 @@ def test_flushed_redis_is_regenerated_not_an_error(tmp_path: Path, server: Redis
     finally:
         a.close()
         b.close()
+
+
+# -- evictions and voices across replicas (issue 10) ------------------------------------------
+
+
+def _tagged(key: str, tag: str, voice: str, text: str = "") -> bytes:
+    pcm = (np.sin(np.arange(2205) / 7.0) * 8000).astype(np.int16)
+    meta = {"engine": "tone", "tag": tag, "voice": voice, "text": text}
+    return pack(CachedAudio.from_pcm(key, pcm, 22050, meta))
+
+
+def test_evict_removes_only_the_tags_entries_from_redis(make_tier: Callable[..., SharedTier]) -> None:
+    tier = make_tier()
+    long_text = "x" * 9000  # a header longer than the first bytes read of each value
+    entries = {
+        f"{1:032x}": ("tone:v1", "preset:tone-low", ""),
+        f"{2:032x}": ("tone:v1", "abc", long_text),
+        f"{3:032x}": ("tone:v2", "abc", ""),
+        f"{4:032x}": ("tone:v2", "preset:tone-low", long_text),
+    }
+    for key, (tag, voice, text) in entries.items():
+        assert tier.put(key, _tagged(key, tag, voice, text))
+    assert tier.evict("tone:v1") == 2
+    assert [tier.get(k) is not None for k in entries] == [False, False, True, True]
+    assert tier.evict("voice:preset:tone-low") == 1
+    assert [tier.get(k) is not None for k in entries] == [False, False, True, False]
+    assert tier.evict("tone:none") == 0
+
+
+def test_evict_and_clear_reach_the_other_services_local_tiers(tmp_path: Path, server: RedisServer) -> None:
+    a, b = _service(tmp_path / "a", server.url), _service(tmp_path / "b", server.url)
+    try:
+        high, low = TTSRequest(text="evicted here and there", voice="tone-high"), TTSRequest(text="kept", voice="tone-low")
+        made_high, made_low = a.synthesise(high), a.synthesise(low)
+        a.flush()
+        assert b.synthesise(high).info["tier"] == "shared" and b.synthesise(low).info["tier"] == "shared"
+        assert b.store.contains(made_high.key) and b.memory_entry(made_high.key) is not None
+        report = a.evict("voice:preset:tone-high")
+        assert (report["removed"], report["shared_removed"]) == (1, 1)
+        assert a.shared is not None and a.shared.get(made_high.key) is None
+        # B reads the eviction feed (about every second) and drops its disk and memory copies.
+        assert _wait_until(lambda: not b.store.contains(made_high.key) and b.memory_entry(made_high.key) is None)
+        assert b.store.contains(made_low.key)  # another voice: kept
+        assert b.synthesise(high).cache == "MISS"
+        b.flush()
+        a.clear()
+        assert _wait_until(lambda: b.store.stats()["entries"] == 0 and len(b.memory) == 0)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_replica_that_was_stopped_applies_the_evictions_it_missed(tmp_path: Path, server: RedisServer) -> None:
+    a, b = _service(tmp_path / "a", server.url), _service(tmp_path / "b", server.url)
+    request = TTSRequest(text="evicted while B was stopped", voice="tone-high")
+    try:
+        made = a.synthesise(request)
+        a.flush()
+        b.synthesise(request)
+        assert b.store.contains(made.key)
+        assert b.shared is not None
+        b.shared.evictions.poll()
+        assert (tmp_path / "b" / "shared-evictions.json").is_file()  # where B got to
+    finally:
+        b.close()
+    try:
+        a.evict("voice:preset:tone-high")
+        b = _service(tmp_path / "b", server.url)  # same cache directory, restarted
+        assert _wait_until(lambda: not b.store.contains(made.key))
+    finally:
+        a.close()
+        b.close()
+
+
+def test_evictions_trimmed_before_a_replica_read_them_clear_its_local_tiers(
+    tmp_path: Path, server: RedisServer, raw: redis.Redis
+) -> None:
+    b = _service(tmp_path / "b", server.url)
+    request = TTSRequest(text="kept locally, then cleared", voice="tone-low")
+    try:
+        made = b.synthesise(request)
+        b.flush()
+        assert b.shared is not None
+        b.shared.evictions.poll()
+    finally:
+        b.close()
+    for i in range(3):  # evictions B never reads: trimmed away
+        raw.xadd("tts:evictions", {"tag": f"tone:gone-{i}", "all": "0", "by": "elsewhere"})
+    raw.xtrim("tts:evictions", maxlen=0)
+    b = _service(tmp_path / "b", server.url)
+    try:
+        assert _wait_until(lambda: not b.store.contains(made.key))
+    finally:
+        b.close()
+
+
+def test_voices_follow_redis_newest_wins(tmp_path: Path, server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lib.voices.library import VoiceLibrary
+
+    monkeypatch.setattr(VoiceLibrary, "SHARED_FRESH_SECONDS", 0.0)
+    a, b = _service(tmp_path / "a", server.url), _service(tmp_path / "b", server.url)
+
+    def prompt(hz: float) -> tuple[int, np.ndarray]:
+        t = np.arange(2 * 16_000) / 16_000
+        return 16_000, (0.3 * np.sin(2 * np.pi * hz * t) * (1 + 0.5 * np.sin(2 * np.pi * 4 * t))).astype("float32")
+
+    def local(svc: TTSService, name: str) -> dict | None:  # type: ignore[type-arg]
+        with svc._voice_store.using("test") as cache:
+            return cache.get(f"voice:{name}") if cache is not None else None
+
+    try:
+        first = a.save_voice("desk", prompt(180), "")
+        assert local(a, "desk") is not None and local(b, "desk") is None
+        replaced = b.save_voice("desk", prompt(240), "", replace=True)  # replaced on B
+        assert replaced["fingerprint"] != first["fingerprint"]
+        assert a.library.get("desk").prompt.fingerprint == replaced["fingerprint"]  # type: ignore[union-attr]
+        assert local(a, "desk")["fingerprint"] == replaced["fingerprint"]  # type: ignore[index]  # copy updated
+        b.delete_voice("desk")
+        assert a.library.get("desk") is None and "desk" not in a.library.names()
+        assert local(a, "desk") is None  # the stale local copy is removed, not served
+        a.save_voice("desk", prompt(200), "")  # saved again after the deletion: newer than the tombstone
+        assert b.library.get("desk") is not None
+    finally:
+        a.close()
+        b.close()
+
+
+def test_voice_saved_while_redis_was_down_is_published_when_it_is_back(tmp_path: Path) -> None:
+    own = RedisServer(require_redis_server()).start()
+    svc = _service(tmp_path / "a", own.url)
+    try:
+        own.stop(kill=True)
+        t = np.arange(2 * 16_000) / 16_000
+        audio = (0.3 * np.sin(2 * np.pi * 180 * t) * (1 + 0.5 * np.sin(2 * np.pi * 4 * t))).astype("float32")
+        svc.save_voice("offline", (16_000, audio), "")  # local only
+        with pytest.raises(StoreUnavailableError, match="other replicas would keep"):
+            svc.delete_voice("offline")  # would not reach Redis: refused, nothing changed
+        assert svc.library.get("offline") is not None
+        own.start()
+        client = own.client()
+        try:
+            assert _wait_until(lambda: svc.shared is not None and svc.shared.up)
+            svc.library._memory.clear()  # past the freshness window
+            assert "offline" in svc.library.names()
+            assert client.sismember("tts:voices", "offline")  # published by its replica
+        finally:
+            client.close()
+    finally:
+        svc.close()
+        own.close()
