@@ -130,7 +130,11 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
             export_message = gr.Markdown()
             with gr.Accordion("Admin 管理", open=False):
                 confirm = gr.Checkbox(False, label="I understand: this changes the cache for every user 我已确认")
-                token = gr.Textbox(label=f"Admin token (only when {token_env} is set)", type="password")
+                token = gr.Textbox(
+                    label=f"Admin token (only when {token_env} is set; also shows the phrase tables and allows "
+                    "the export, which hold users' texts)",
+                    type="password",
+                )
                 tag = gr.Textbox(value=service.tag, label="Model tag to evict (engine:model_version or voice:<id>)")
                 with gr.Row():
                     clear_btn = gr.Button("Clear all 清空缓存", variant="stop")
@@ -140,8 +144,10 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
                 admin_result = gr.Markdown()
             outputs = [stats, latency, hit_rate, top_requested, top_missed]
             for trigger in (refresh.click, cache_tab.select):
-                trigger(h.refresh_cache, outputs=outputs, api_visibility="private")
-            gr.Timer(10.0).tick(h.refresh_cache, outputs=outputs, api_visibility="private", show_progress="hidden")
+                trigger(h.refresh_cache, inputs=token, outputs=outputs, api_visibility="private")
+            gr.Timer(10.0).tick(
+                h.refresh_cache, inputs=token, outputs=outputs, api_visibility="private", show_progress="hidden"
+            )
             for button, action, handler in (
                 (clear_btn, "clear", h.admin_clear), (evict_btn, "evict", h.admin_evict),
                 (sweep_btn, "sweep", h.admin_sweep), (verify_btn, "verify", h.admin_verify),
@@ -151,8 +157,8 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
                     inputs=[confirm, token, tag],
                     outputs=[admin_result, confirm],
                     api_name=f"admin_{action}",
-                ).then(h.refresh_cache, outputs=outputs, api_visibility="private")
-            export.click(h.export_top, outputs=[export_file, export_message], api_name="export_phrases")
+                ).then(h.refresh_cache, inputs=token, outputs=outputs, api_visibility="private")
+            export.click(h.export_top, inputs=token, outputs=[export_file, export_message], api_name="export_phrases")
 
         with gr.Tab("预加载 Preload"):
             gr.Markdown(
@@ -170,7 +176,7 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
             start.click(
                 h.run_preload, inputs=[upload, force, preload_token], outputs=preload_result, api_name="preload"
             )
-        demo.load(h.refresh_cache, outputs=outputs, api_visibility="private")
+        demo.load(h.refresh_cache, inputs=token, outputs=outputs, api_visibility="private")
         demo.load(lambda: h.voice_updates()[:2], outputs=[voice, voice_pick], api_visibility="private")
     return demo
 

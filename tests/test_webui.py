@@ -150,7 +150,7 @@ def test_export_top_phrases_is_a_valid_phrase_file(client: Client, tmp_path: Pat
     _synth(client, text="seeded, with its punctuation kept exactly!", seed=9, speed=1.25)
     prompt = handle_file(str(testdata_dir / "male_prompt.wav"))
     _synth(client, mode="cross_lingual", voice=None, prompt_audio=prompt, text="in an uploaded voice")
-    path, message = client.predict(api_name="/export_phrases")
+    path, message = client.predict("", api_name="/export_phrases")
     document = json.loads(Path(path).read_text(encoding="utf-8"))
     assert document["phrases"][0] == {"text": "欢迎光临", "voice": "tone-low"}
     assert {"text": "seeded, with its punctuation kept exactly!", "voice": "tone-low", "seed": 9, "speed": 1.25} in (

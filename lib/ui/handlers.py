@@ -156,9 +156,10 @@ class Handlers:
     # -- the cache tab -------------------------------------------------------------------
 
     def refresh_cache(
-        self, request: gr.Request | None = None
+        self, token: str | None = None, request: gr.Request | None = None
     ) -> tuple[str, pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-        snap = self.service.snapshot(top=20, caller=self.caller(request))
+        """The Cache tab; the phrase tables (users' texts) for the admin only."""
+        snap = self.service.snapshot(top=20, caller=self.caller(request, token))
         samples = list(self.service.stats.samples)
         return (
             stats_markdown(snap), latency_frame(samples), hit_rate_frame(samples),
@@ -196,9 +197,9 @@ class Handlers:
         _LOGGER.warning("admin action %s from the web UI: %s", action, cut_fields(done))
         return f"**{action}**: `{json.dumps(done, ensure_ascii=False)}`", False
 
-    def export_top(self, request: gr.Request) -> tuple[str, str]:
+    def export_top(self, token: str, request: gr.Request) -> tuple[str, str]:
         try:
-            document, notes = export_phrases(self.service, top=50, caller=self.caller(request))
+            document, notes = export_phrases(self.service, top=50, caller=self.caller(request, token))
         except TTSError as exc:
             raise gr.Error(str(exc)) from exc
         if not document["phrases"]:
