@@ -94,7 +94,9 @@ class TTSService:
         # Profiles are derived data: their own store, bounded and evicted (saved voices are not).
         self._profile_store = DiskHandle(
             self.cache_dir / "profiles", name="voice profile", on_error=self._store_error,
-            size_limit=config.voices.profile_bytes, eviction_policy="least-recently-used", cull_limit=10,
+            # One out per write: diskcache culls cull_limit entries at once, and ten
+            # profiles of a real model can be the whole budget.
+            size_limit=config.voices.profile_bytes, eviction_policy="least-recently-used", cull_limit=1,
         )  # fmt: skip
         profiles = VoiceProfiles(
             self.engine, self._profile_store, config.voices.memory_bytes, on_extract=self.metrics.voice_extractions.inc

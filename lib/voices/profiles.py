@@ -43,6 +43,9 @@ class VoiceProfiles:
         """Its own store, not the voice library's: bounded and evicted, unlike saved voices."""
         self._memory: ByteLRU[str, VoiceProfile] = ByteLRU(memory_bytes, lambda p: p.nbytes)
         self._on_extract = on_extract
+        self._unsaved: set[str] = set()
+        """Keys of profiles held in memory only (made for a request that asked for no
+        trace); a later request that may leave one saves them."""
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self.shared: SharedVoices | None = None
@@ -56,32 +59,40 @@ class VoiceProfiles:
         profile is written to disk and the shared tier only when ``persist``."""
         key = self.key(prompt.fingerprint, prompt_text)
         found = self._lookup(key)
-        if found is not None:
+        if found is not None and (not persist or key not in self._unsaved):
             return found
         with self._lock_for(key):
             found = self._lookup(key)
             if found is not None:
+                if persist and key in self._unsaved:
+                    self._save(key, found)
                 return found
             started = time.perf_counter()
             profile = self.engine.extract_voice(prompt.pcm, prompt_text)
             self._on_extract()
             _LOGGER.info("extracted voice %s in %.0f ms", prompt.fingerprint[:8], (time.perf_counter() - started) * 1e3)
             self._memory.put(key, profile)
-            if not persist:
-                return profile
-            blob = profile.to_bytes()
-            if self._store is not None:
-                with self._store.using("put") as cache:
-                    if cache is not None:
-                        cache.set(f"profile:{key}", blob)
-            if self.shared is not None:
-                self.shared.put_profile(key, blob)
+            if persist:
+                self._save(key, profile)
+            else:
+                self._unsaved.add(key)
             return profile
+
+    def _save(self, key: str, profile: VoiceProfile) -> None:
+        self._unsaved.discard(key)
+        blob = profile.to_bytes()
+        if self._store is not None:
+            with self._store.using("put") as cache:
+                if cache is not None:
+                    cache.set(f"profile:{key}", blob)
+        if self.shared is not None:
+            self.shared.put_profile(key, blob)
 
     def clear(self) -> int:
         """Drop every profile from memory, disk and the shared tier; return how many
         were on disk. They are extracted again when a voice is next used."""
         self._memory.clear()
+        self._unsaved.clear()
         removed = 0
         if self._store is not None:
             with self._store.using("clear profiles") as cache:
