@@ -126,8 +126,7 @@ class VoicesConfig:
     prewarm: bool = True
     """Load the profiles of all saved voices at start."""
     profile_bytes: int = 256 * 1024**2
-    """Disk budget of voice profiles (derived data: the least recently used are evicted
-    and extracted again when needed; emptied by clear). Saved voices are not counted."""
+    """Disk budget of voice profiles (derived data: LRU-evicted, emptied by clear; not saved voices)."""
     max_saved: int = 1000
     """Most voices the library holds (saving one more is refused until one is deleted)."""
 
@@ -139,8 +138,7 @@ class PreloadConfig:
     max_requests: int = 10_000
     """Most requests one phrase list may expand to (seeds x styles of every phrase)."""
     prompt_dir: str | None = None
-    """A folder of prompt recordings phrase lists may reference besides their own folder
-    (the only one an uploaded list may use); null for none."""
+    """A folder of recordings any phrase list may use (an uploaded list: only this one)."""
 
 
 @dataclass(frozen=True)
@@ -268,7 +266,7 @@ def load_config(
 
 def _check(config: AppConfig) -> None:
     """Cross-field and range checks; each message names its key."""
-    c = config.cache
+    c, v, pl = config.cache, config.voices, config.preload
     rules: list[tuple[bool, str]] = [
         (config.engine in ENGINE_NAMES, f"engine: must be one of {', '.join(ENGINE_NAMES)}, got {config.engine!r}"),
         (c.size_limit >= 1024 * 1024, f"cache.size_limit: must be at least 1MiB, got {c.size_limit}"),
@@ -296,21 +294,12 @@ def _check(config: AppConfig) -> None:
         ),
         (config.prompt.max_upload_bytes > 0, "prompt.max_upload_bytes: must be positive"),
         (config.voices.memory_bytes >= 0, "voices.memory_bytes: must be >= 0"),
-        (c.stats_phrases >= 0, f"cache.stats_phrases: must be >= 0, got {c.stats_phrases}"),
+        (c.stats_phrases >= 0, "cache.stats_phrases: must be >= 0"),
         (config.prompt.memory_bytes >= 0, "prompt.memory_bytes: must be >= 0"),
-        (
-            config.voices.profile_bytes >= 1024 * 1024,
-            f"voices.profile_bytes: must be at least 1MiB, got {config.voices.profile_bytes}",
-        ),
-        (config.voices.max_saved >= 1, f"voices.max_saved: must be at least 1, got {config.voices.max_saved}"),
-        (
-            config.preload.max_requests >= 1,
-            f"preload.max_requests: must be at least 1, got {config.preload.max_requests}",
-        ),
-        (
-            config.preload.prompt_dir is None or bool(config.preload.prompt_dir.strip()),
-            "preload.prompt_dir: must not be empty; give a folder or leave it null",
-        ),
+        (v.profile_bytes >= 1024 * 1024, f"voices.profile_bytes: must be at least 1MiB, got {v.profile_bytes}"),
+        (v.max_saved >= 1, f"voices.max_saved: must be at least 1, got {v.max_saved}"),
+        (pl.max_requests >= 1, f"preload.max_requests: must be at least 1, got {pl.max_requests}"),
+        (pl.prompt_dir is None or bool(pl.prompt_dir.strip()), "preload.prompt_dir: give a folder or null, not ''"),
         (
             config.builtin.language in ("auto", "cmn", "yue", "en-us"),
             f"builtin.language: use auto, cmn, yue or en-us, got {config.builtin.language!r}",

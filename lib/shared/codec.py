@@ -16,7 +16,7 @@ import struct
 import zlib
 from typing import Any
 
-__all__ = ["CorruptValueError", "decode_voice", "encode_voice", "seal", "unseal"]
+__all__ = ["CorruptValueError", "as_bytes", "as_text", "decode_voice", "encode_voice", "seal", "unseal"]
 
 _SEAL = struct.Struct("<4sI")  # magic, crc32 of the payload
 _HEAD = struct.Struct("<I")  # length of a voice record's JSON header
@@ -74,3 +74,12 @@ def decode_voice(name: str, value: bytes) -> dict[str, Any]:
         raise CorruptValueError("voice record stored under another name")
     head["flac"] = bytes(payload[_HEAD.size + size :])
     return head
+
+
+def as_bytes(value: Any) -> bytes:
+    """A value as redis-py returns it (bytes, or str with decode_responses), as bytes."""
+    return value if isinstance(value, bytes) else bytes(value, "utf-8") if isinstance(value, str) else bytes(value)
+
+
+def as_text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -32,6 +32,7 @@ import redis
 
 from lib.cache.entry import CorruptEntryError, matches_tag, read_header
 from lib.shared.breaker import Breaker
+from lib.shared.codec import as_text
 
 __all__ = ["EvictionFeed", "evict_tag"]
 
@@ -226,9 +227,7 @@ class EvictionFeed:
 
 
 def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return "" if value is None else as_text(value)
 
 
 def _parse(entry_id: str) -> tuple[int, int]:
