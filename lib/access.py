@@ -8,8 +8,8 @@ The rule:
 - anyone may synthesise, preload a phrase list and save a voice under a *new* name;
 - replacing or deleting a saved voice, ``force`` (regenerating cached entries), and
   the admin actions (clear, evict, sweep, verify) need the admin;
-- statistics that contain user texts are admin-only; everyone else sees counts, sizes
-  and hit rates.
+- statistics that contain user texts, and the transcripts of saved voices, are
+  admin-only; everyone else sees counts, sizes and hit rates, and voice names.
 
 The admin is a caller with the token (``Authorization: Bearer <token>``, or the UI's
 token field) when one is configured (``server.admin_token_env``, default
@@ -40,7 +40,7 @@ class Action(enum.Enum):
     DELETE_VOICE = "delete a saved voice"
     FORCE = "regenerate cached phrases (force)"
     ADMIN = "clear, evict, sweep or verify the cache"
-    READ_TEXTS = "read the texts in the statistics"
+    READ_TEXTS = "read users' texts (in the statistics, the voices' transcripts)"
 
 
 #: Actions open to every caller.

@@ -253,8 +253,17 @@ class TTSService:
     def is_preset(self, name: str) -> bool:
         return self.voices.is_preset(name)
 
-    def list_voices(self) -> list[dict[str, Any]]:
-        return self.voices.list()
+    def list_voices(self, caller: Caller = LOCAL) -> list[dict[str, Any]]:
+        """Preset and saved voices; the transcripts (users' texts) for callers allowed to
+        read them, ``has_prompt_text`` for the others."""
+        voices = self.voices.list()
+        if allows(caller, Action.READ_TEXTS):
+            return voices
+        return [
+            {**{k: v for k, v in voice.items() if k != "prompt_text"}, "has_prompt_text": bool(voice["prompt_text"])}
+            if "prompt_text" in voice else voice
+            for voice in voices
+        ]  # fmt: skip
 
     def save_voice(
         self, name: str, prompt_audio: PromptSource | None, prompt_text: str = "", *,

@@ -211,3 +211,14 @@ def test_service_refuses_a_taken_name_for_every_caller(service: TTSService) -> N
         service.save_voice("desk", audio, replace=True, caller=anyone)
     with pytest.raises(UnauthorizedError):
         service.delete_voice("desk", caller=anyone)
+
+
+def test_voice_transcripts_are_for_the_admin(http: httpx.Client) -> None:
+    transcript = "My name is Li Na and my number is 138 0000 0000."
+    assert save(http, "li na", wav(), prompt_text=transcript).status_code == 201
+    public = http.get("/api/voices")
+    assert public.status_code == 200 and "138 0000" not in public.text
+    listed = {v["name"]: v for v in public.json()["voices"]}
+    assert listed["li na"]["has_prompt_text"] is True and "prompt_text" not in listed["li na"]
+    admin = {v["name"]: v for v in http.get("/api/voices", headers=bearer()).json()["voices"]}
+    assert admin["li na"]["prompt_text"] == transcript

@@ -72,8 +72,8 @@ def admin_router(service: TTSService) -> APIRouter:
     upload_limit = service.config.prompt.max_upload_bytes
 
     @router.get("/api/voices", tags=["voices"], summary="Saved and preset voices")
-    async def list_voices() -> dict[str, Any]:
-        return {"voices": await to_thread.run_sync(service.list_voices)}
+    async def list_voices(caller: CallerDep) -> dict[str, Any]:
+        return {"voices": await to_thread.run_sync(lambda: service.list_voices(caller))}
 
     @router.post(
         "/api/voices", tags=["voices"], summary="Save a prompt as a named voice", status_code=201,

@@ -114,34 +114,36 @@ class Handlers:
     def voice_names(self) -> list[str]:
         return [v["name"] for v in self.service.list_voices()]
 
-    def voices_table(self) -> pd.DataFrame:
-        rows = [
-            (v["name"], v["kind"], v.get("seconds", ""), v.get("prompt_text", "")) for v in self.service.list_voices()
-        ]
+    def voices_table(self, caller: Caller | None = None) -> pd.DataFrame:
+        """The voice list; transcripts only for the admin (they are users' texts)."""
+        voices = self.service.list_voices(caller or self.caller(None))
+        rows = [(v["name"], v["kind"], v.get("seconds", ""), v.get("prompt_text", "")) for v in voices]
         return pd.DataFrame(rows, columns=["name", "kind", "seconds", "prompt_text"])
 
-    def voice_updates(self) -> tuple[Any, Any, Any]:
+    def voice_updates(self, caller: Caller | None = None) -> tuple[Any, Any, Any]:
         names = self.voice_names()
-        return gr.update(choices=names), gr.update(choices=names, value=None), self.voices_table()
+        return gr.update(choices=names), gr.update(choices=names, value=None), self.voices_table(caller)
 
     def save_voice(
         self, name: str, prompt_audio: str | None, prompt_text: str, replace: bool, token: str, request: gr.Request
     ) -> tuple[Any, Any, Any, str]:
         """Save under a new name; replacing a saved voice needs the admin (token)."""
+        caller = self.caller(request, token)
         try:
             saved = self.service.save_voice(
-                name or "", prompt_audio, prompt_text or "", replace=bool(replace), caller=self.caller(request, token)
+                name or "", prompt_audio, prompt_text or "", replace=bool(replace), caller=caller
             )
         except TTSError as exc:
             raise gr.Error(str(exc)) from exc
-        return (*self.voice_updates(), f"Saved voice **{saved['name']}** ({saved['seconds']} s) 已保存")
+        return (*self.voice_updates(caller), f"Saved voice **{saved['name']}** ({saved['seconds']} s) 已保存")
 
     def delete_voice(self, name: str | None, token: str, request: gr.Request) -> tuple[Any, Any, Any, str]:
+        caller = self.caller(request, token)
         try:
-            self.service.delete_voice(name or "", caller=self.caller(request, token))
+            self.service.delete_voice(name or "", caller=caller)
         except TTSError as exc:
             raise gr.Error(str(exc)) from exc
-        return (*self.voice_updates(), f"Deleted voice **{name}** 已删除")
+        return (*self.voice_updates(caller), f"Deleted voice **{name}** 已删除")
 
     def play_voice(self, name: str | None) -> str:
         if not name:
