@@ -29,8 +29,8 @@ import soundfile as sf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lib.audio import PromptDecoder  # noqa: E402
-from lib.errors import TTSError  # noqa: E402
+from lib.audio import PromptDecoder
+from lib.errors import TTSError
 
 
 def speech(seconds: float, rate: int) -> np.ndarray:

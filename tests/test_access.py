@@ -185,7 +185,7 @@ def test_ui_preload_with_force_needs_the_admin(ui: Client, service: TTSService) 
     assert service.store.contains(key)
     calls = service.engine.calls  # type: ignore[attr-defined]
     for token in ("", "wrong"):
-        with pytest.raises(Exception, match="admin token|wrong"):
+        with pytest.raises(Exception, match=r"admin token|wrong"):
             ui.predict(None, True, token, api_name="/preload")
     assert service.engine.calls == calls and service.store.contains(key)  # type: ignore[attr-defined]
     forced = ui.predict(None, True, TOKEN, api_name="/preload")
@@ -197,7 +197,8 @@ def test_ui_export_needs_the_admin(ui: Client) -> None:
     with pytest.raises(Exception, match="admin token"):
         ui.predict("", api_name="/export_phrases")
     path, _ = ui.predict(TOKEN, api_name="/export_phrases")
-    assert json.loads(Path(path).read_text(encoding="utf-8"))["phrases"] == [{"text": "announce this", "voice": "tone-low"}]
+    exported = json.loads(Path(path).read_text(encoding="utf-8"))
+    assert exported["phrases"] == [{"text": "announce this", "voice": "tone-low"}]
 
 
 def test_service_refuses_a_taken_name_for_every_caller(service: TTSService) -> None:

@@ -441,7 +441,8 @@ def test_evict_removes_only_the_tags_entries_from_redis(make_tier: Callable[...,
 def test_evict_and_clear_reach_the_other_services_local_tiers(tmp_path: Path, server: RedisServer) -> None:
     a, b = _service(tmp_path / "a", server.url), _service(tmp_path / "b", server.url)
     try:
-        high, low = TTSRequest(text="evicted here and there", voice="tone-high"), TTSRequest(text="kept", voice="tone-low")
+        high = TTSRequest(text="evicted here and there", voice="tone-high")
+        low = TTSRequest(text="kept", voice="tone-low")
         made_high, made_low = a.synthesise(high), a.synthesise(low)
         a.flush()
         assert b.synthesise(high).info["tier"] == "shared" and b.synthesise(low).info["tier"] == "shared"
