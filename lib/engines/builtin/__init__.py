@@ -1,12 +1,17 @@
-"""The built-in offline voice-cloning engine: espeak-ng speech, matched to a prompt.
+"""The built-in offline voice-cloning engine: espeak-ng speech, rebuilt from a prompt's frames.
 
 Pipeline per request: parse the style (:mod:`.style`), split the text into sentences
 and runs of one script and language (:mod:`.lang`), speak each run with espeak-ng
-(:mod:`.espeak`) in the profile's base variant, then per sentence map pitch and formants
-toward the voice profile (:mod:`.matching`, prompt voices only) and shape the level.
-Profiles come from :mod:`.profile`. Each sentence is rendered independently, so
-:meth:`BuiltinEngine.stream` yields sentences and their concatenation is exactly
-:meth:`BuiltinEngine.synthesise`.
+(:mod:`.espeak`) in the profile's base variant, then per sentence rebuild every frame
+from the nearest frames of the prompt (:mod:`.convert`, prompt voices only) and shape
+the level. Profiles, with the prompt's frame pool, come from :mod:`.profile`. Each
+sentence is rendered independently, so :meth:`BuiltinEngine.stream` yields sentences
+and their concatenation is exactly :meth:`BuiltinEngine.synthesise`.
+
+Convert mode (:meth:`BuiltinEngine.convert`, speech to speech) runs the same frame
+transfer on a recording instead of espeak's reading: the recording's words and timing,
+the voice's frames and pitch. A preset voice has a pool too, analysed once per engine
+from espeak reading a calibration text in that preset's variant.
 
 Seed: a ``numpy`` Generator seeded from the request's seed draws a small prosody
 variation -- a speaking-rate factor (about +-3 %) and a pitch offset for the request
@@ -29,23 +34,26 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.signal import resample_poly
 
 from lib.config import BuiltinConfig
 from lib.engines.base import MODES, PROMPT_SAMPLE_RATE, Synthesis, VoiceProfile
 from lib.engines.builtin import _world
+from lib.engines.builtin.convert import Prosody, transfer
 from lib.engines.builtin.espeak import ESPEAK_SAMPLE_RATE, EspeakParams, EspeakSynth
 from lib.engines.builtin.lang import speakable, split_runs, split_sentences
-from lib.engines.builtin.matching import VoiceTarget, change_duration, match_voice, shape_level
-from lib.engines.builtin.profile import FEMALE_THRESHOLD_HZ, analyse_prompt, equaliser, formant_scale, ltas
+from lib.engines.builtin.matching import change_duration, shape_level
+from lib.engines.builtin.pool import FRAME_PERIOD_MS, FramePool, build_pool
+from lib.engines.builtin.profile import FEMALE_THRESHOLD_HZ, analyse_prompt, check_speech
 from lib.engines.builtin.style import StyleEffect, parse_style
-from lib.errors import EngineError, NotFoundError, ValidationError
+from lib.errors import EngineError, NotFoundError, PromptAudioError, ValidationError
 
 __all__ = ["BuiltinEngine"]
 
 _LOGGER = logging.getLogger(__name__)
 
 #: Bump whenever the audio for the same request changes.
-_ALGORITHM_VERSION = "builtin-2"
+_ALGORITHM_VERSION = "builtin-3"
 
 _FEMALE, _MALE = "f2", ""
 #: espeak variants that prompt voices are matched from (female, male). Measured with
@@ -60,7 +68,11 @@ _PRESETS: dict[str, tuple[str | None, str]] = {
     "en-male": (None, _MALE),
     "yue-female": ("yue", _FEMALE),
 }
-_CALIBRATION_TEXT = "我们今天下午一起去公园散步，那里的风景非常美丽。"
+#: What a preset voice's pool is analysed from (convert mode into a preset voice).
+_CALIBRATION_TEXTS = (
+    ("cmn", "我们今天下午一起去公园散步，那里的风景非常美丽。请大家排好队，按顺序进入会场。"),
+    ("en-us", "Please have your ticket ready. The weather today is sunny with a light breeze from the north."),
+)
 _BASE_WPM = 175
 _MIN_WPM, _MAX_WPM = 80, 450
 #: Below this rate residual a preset's espeak audio is used as it is (a resynthesis
@@ -85,7 +97,7 @@ class BuiltinEngine:
             version += f"+lang-{self._config.language}"
         self.model_version = version
         self._dsp_lock = threading.Lock()
-        self._base_ltas: dict[str, NDArray[Any]] = {}
+        self._preset_pools: dict[str, FramePool] = {}
 
     # --- voices ------------------------------------------------------------------------
 
@@ -103,37 +115,45 @@ class BuiltinEngine:
         if pcm.dtype != np.int16:
             raise ValidationError(f"prompt PCM must be int16, got {pcm.dtype}")
         with self._dsp_lock:
-            stats, prompt_ltas = analyse_prompt(pcm, PROMPT_SAMPLE_RATE)
+            stats, pool = analyse_prompt(pcm, PROMPT_SAMPLE_RATE)
         median_hz = 2.0 ** (stats.median_st / 12.0)
         base = _PROMPT_FEMALE if median_hz > FEMALE_THRESHOLD_HZ else _PROMPT_MALE
-        base_ltas = self._reference_ltas(base)
-        scale = formant_scale(prompt_ltas, base_ltas)
         params = {
             "base": base,
             "f0_median_hz": round(median_hz, 3),
             "f0_range_st": round(stats.range_st, 4),
-            "formant_ratio": scale,
-            "eq_db": equaliser(prompt_ltas, base_ltas, scale),
             "voiced_seconds": round(stats.voiced_seconds, 2),
+            "pool": pool.params(),
         }
         _LOGGER.debug("extracted voice profile %s", params)
-        return VoiceProfile(self.name, self.model_version, "prompt", params)
+        return VoiceProfile(self.name, self.model_version, "prompt", params, pool.to_blob())
 
-    def _reference_ltas(self, variant: str) -> NDArray[Any]:
-        """Long-term average envelope of an espeak base variant, measured once per engine
-        on a fixed Mandarin sentence (the prompt's LTAS is compared with it)."""
+    def _pool(self, voice: VoiceProfile) -> FramePool:
+        """The frame pool of a prompt profile, or of a preset's base variant."""
+        if voice.kind == "prompt":
+            try:
+                return FramePool.from_stored(dict(voice.params["pool"]), voice.blob)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValidationError(
+                    f"voice profile has no usable frame pool ({exc}); extract the voice again"
+                ) from exc
+        return self._preset_pool(str(voice.params.get("base", "")))
+
+    def _preset_pool(self, variant: str) -> FramePool:
+        """Pool of an espeak variant, from the calibration texts; once per engine."""
         with self._dsp_lock:
-            if variant in self._base_ltas:
-                return self._base_ltas[variant]
-        pcm = self._espeak.synth(_CALIBRATION_TEXT, EspeakParams(_voice_name("cmn", variant)))
+            if variant in self._preset_pools:
+                return self._preset_pools[variant]
+        pcm = np.concatenate([self._espeak.synth(text, EspeakParams(_voice_name(lang, variant)))
+                              for lang, text in _CALIBRATION_TEXTS])  # fmt: skip
         x = pcm.astype(np.float64) / 32768.0
         with self._dsp_lock:
-            f0, times = _world.f0_track(x, ESPEAK_SAMPLE_RATE, 10.0)
-            value = ltas(x, ESPEAK_SAMPLE_RATE, f0, times)
-            if value is None:  # pragma: no cover - the calibration sentence is all voiced
-                raise EngineError(f"could not measure the espeak base voice {variant!r}")
-            self._base_ltas[variant] = value
-        return value
+            f0, times = _world.f0_track(x, ESPEAK_SAMPLE_RATE, FRAME_PERIOD_MS)
+            pool = build_pool(x, ESPEAK_SAMPLE_RATE, f0, times)
+            if pool is None:  # pragma: no cover - the calibration texts are mostly voiced
+                raise EngineError(f"could not analyse the espeak base voice {variant!r}")
+            self._preset_pools[variant] = pool
+        return pool
 
     # --- synthesis ---------------------------------------------------------------------
 
@@ -152,6 +172,43 @@ class BuiltinEngine:
 
     def close(self) -> None:
         self._espeak.close()
+
+    # --- convert mode ------------------------------------------------------------------
+
+    def convert(self, source_pcm: NDArray[Any], voice: VoiceProfile, *, seed: int, speed: float) -> Synthesis:
+        """Re-speak a recording (mono int16 at 16 kHz) in ``voice``: its words, timing
+        and intonation shape; the voice's frames and pitch. ``speed`` scales the
+        duration (2.0 is half as long); the seed draws the same small pitch offset as in
+        synthesis. Deterministic, like :meth:`synthesise`."""
+        if voice.engine != self.name:
+            raise ValidationError(f"voice profile was made by engine {voice.engine!r}, not {self.name!r}")
+        if not (isinstance(speed, (int, float)) and math.isfinite(speed) and speed > 0):
+            raise ValidationError(f"speed must be a positive number, got {speed!r}")
+        pcm = np.asarray(source_pcm)
+        if pcm.dtype != np.int16:
+            raise ValidationError(f"source PCM must be int16, got {pcm.dtype}")
+        x = check_speech(pcm, PROMPT_SAMPLE_RATE, "source audio")
+        pool = self._pool(voice)
+        rng = np.random.default_rng(int(seed) % 2**64)
+        rng.normal(0.0, 0.03)  # the rate draw of synthesis, unused here, keeps the pitch draw the same
+        seed_pitch = float(np.clip(rng.normal(0.0, 0.4), -1.0, 1.0))
+        # The recording is brought to the output rate first; above its 8 kHz band edge
+        # there is nothing, and the transfer keeps it so.
+        up = resample_poly(x, ESPEAK_SAMPLE_RATE // 50, PROMPT_SAMPLE_RATE // 50)
+        with self._dsp_lock:
+            f0, _ = _world.f0_track(up, ESPEAK_SAMPLE_RATE, FRAME_PERIOD_MS)
+            if int((f0 > 0).sum()) < 20:
+                raise PromptAudioError(
+                    "source audio has no voiced speech to convert; upload a recording of a person speaking"
+                )
+            y = transfer(up, ESPEAK_SAMPLE_RATE, pool, Prosody(pitch_st=seed_pitch, duration_factor=1.0 / float(speed)),
+                         dio_speed=1)  # fmt: skip
+        out = shape_level(y, 1.0)
+        if not np.all(np.isfinite(out)) or out.size == 0:
+            raise EngineError("the builtin engine produced invalid samples")
+        info = {"base_voice": str(voice.params.get("base", "")),
+                "source_seconds": round(x.size / PROMPT_SAMPLE_RATE, 3)}  # fmt: skip
+        return Synthesis(out, info)
 
     def _render(
         self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
@@ -180,7 +237,7 @@ class BuiltinEngine:
         wpm = _BASE_WPM * speed * effect.rate * seed_rate
         espeak_wpm = int(np.clip(round(wpm), _MIN_WPM, _MAX_WPM))
         plan = _Plan(
-            prompt=voice.kind == "prompt",
+            pool=self._pool(voice) if voice.kind == "prompt" else None,
             params=dict(voice.params),
             effect=effect,
             wpm=espeak_wpm,
@@ -227,9 +284,10 @@ class BuiltinEngine:
 class _Plan:
     """Per-request prosody decisions, shared by all sentences of the request."""
 
-    def __init__(self, *, prompt: bool, params: dict[str, Any], effect: StyleEffect, wpm: int,
+    def __init__(self, *, pool: FramePool | None, params: dict[str, Any], effect: StyleEffect, wpm: int,
                  residual: float, seed_pitch: float) -> None:
-        self.prompt = prompt
+        self.pool = pool
+        self.prompt = pool is not None
         self.params = params
         self.effect = effect
         self.wpm = wpm
@@ -250,16 +308,13 @@ class _Plan:
         return EspeakParams(voice, rate=self.wpm, pitch=int(np.clip(pitch, 0, 100)), range=int(np.clip(span, 0, 100)))
 
     def transform(self, x: NDArray[Any]) -> NDArray[Any]:
-        if self.prompt:
-            median_st = 12.0 * math.log2(float(self.params["f0_median_hz"]))
-            target = VoiceTarget(
-                median_st=median_st + self.effect.pitch + self.seed_pitch,
-                range_st=float(self.params["f0_range_st"]),
+        if self.pool is not None:
+            prosody = Prosody(
+                pitch_st=self.effect.pitch + self.seed_pitch,
                 range_factor=self.effect.range,
-                formant_scale=float(self.params.get("formant_ratio", 1.0)),
-                eq_db=tuple(float(g) for g in self.params.get("eq_db", ())),
+                duration_factor=self.residual,
             )
-            return match_voice(x, ESPEAK_SAMPLE_RATE, target, duration_factor=self.residual)
+            return transfer(x, ESPEAK_SAMPLE_RATE, self.pool, prosody)
         if abs(self.residual - 1.0) > _PRESET_STRETCH_TOLERANCE:
             return change_duration(x, ESPEAK_SAMPLE_RATE, self.residual)
         return x

@@ -2,9 +2,11 @@
 
 Why a wrapper:
 
-- ``pyworld`` 0.3.5 imports ``pkg_resources`` and so warns (and, with setuptools >= 81,
-  fails) at import time; the import is done once here with that warning silenced, and a
-  missing or broken install becomes :class:`lib.errors.EngineUnavailableError`.
+- ``pyworld`` comes from the ``pyworld-prebuilt`` wheel (0.3.6.post1: a cp311 manylinux
+  wheel that, unlike the sdist of ``pyworld`` 0.3.5, needs no compiler and does not
+  import ``pkg_resources``, so a newer setuptools cannot break it). The import is done
+  once here, and a missing or broken install becomes
+  :class:`lib.errors.EngineUnavailableError`.
 - WORLD keeps one global random generator (``randn``) for the safeguard noise of
   CheapTrick/D4C and the aperiodic excitation of the synthesis. Every WORLD entry point
   reseeds it first (checked: repeated and interleaved calls on different inputs give
@@ -28,7 +30,7 @@ from numpy.typing import NDArray
 
 from lib.errors import EngineUnavailableError
 
-__all__ = ["FFT_SIZE", "SYNTH_FFT_SIZE", "envelope", "f0_track", "synthesize", "version"]
+__all__ = ["FFT_SIZE", "SYNTH_FFT_SIZE", "aperiodicity", "envelope", "f0_track", "synthesize", "version"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ FFT_SIZE = 1024
 #: 1024-point envelope carries it; the 512-point synthesis halves WORLD's per-pulse cost.
 SYNTH_FFT_SIZE = 512
 
-_F0_FLOOR, _F0_CEIL = 60.0, 500.0
+_F0_FLOOR, _F0_CEIL = 60.0, 600.0
 _LOCK = threading.Lock()
 _MODULE: ModuleType | None = None
 
@@ -48,13 +50,12 @@ def _pyworld() -> ModuleType:
     if _MODULE is None:
         try:
             with warnings.catch_warnings():
-                # pyworld's __init__ imports pkg_resources, which warns that it is deprecated.
+                # Older pyworld builds import pkg_resources, which warns that it is deprecated.
                 warnings.simplefilter("ignore")
                 import pyworld
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise EngineUnavailableError(
-                "the builtin engine needs pyworld 0.3.5 (built from source; needs setuptools<81): "
-                "pip install 'setuptools<81' pyworld==0.3.5"
+                "the builtin engine needs the WORLD vocoder: pip install pyworld-prebuilt==0.3.6.post1"
             ) from exc
         _MODULE = pyworld
     return _MODULE
@@ -88,6 +89,14 @@ def envelope(x: NDArray[Any], rate: int, f0: NDArray[Any], times: NDArray[Any]) 
     with _LOCK:
         sp = pw.cheaptrick(_c64(x), _c64(f0), _c64(times), rate, f0_floor=_F0_FLOOR, fft_size=FFT_SIZE)
     return np.asarray(sp, dtype=np.float64)
+
+
+def aperiodicity(x: NDArray[Any], rate: int, f0: NDArray[Any], times: NDArray[Any]) -> NDArray[Any]:
+    """D4C band aperiodicity (0..1, frames x ``FFT_SIZE // 2 + 1``) at ``times``."""
+    pw = _pyworld()
+    with _LOCK:
+        ap = pw.d4c(_c64(x), _c64(f0), _c64(times), rate, fft_size=FFT_SIZE)
+    return np.asarray(ap, dtype=np.float64)
 
 
 def synthesize(f0: NDArray[Any], sp: NDArray[Any], ap: NDArray[Any], rate: int, frame_period: float) -> NDArray[Any]:
