@@ -11,7 +11,7 @@ disk and in Redis, so it is packed compactly and without pickle: the profile's p
 record the frame count and format, and the blob is three little-endian arrays one after
 another -- cepstra as float16 (the rounding, about 0.05 % of a value, is far below what
 an envelope difference can be heard at), aperiodicity bands as float16, voicing as
-uint8. About 92 bytes per frame: 18 KB per second of audible prompt, about 0.5 MB for a
+uint8: 93 bytes per frame, 18.6 KB per second of audible prompt, at most 0.56 MB for a
 30 s prompt.
 """
 
