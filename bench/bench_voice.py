@@ -62,7 +62,11 @@ _LOGGER = logging.getLogger(__name__)
 VOICES = Path(__file__).resolve().parents[1].parent / "shared" / "testdata" / "voices"
 TUNE = ["zh_female_prompt", "male_prompt", "megatts3_zh", "openvoice_example", "openvoice_speaker2"]
 HELD = ["sparktts_zh", "megatts3_en", "openvoice_speaker0", "openvoice_speaker1", "zonos_example"]
-ZH = ["请到三号窗口办理业务，谢谢你的耐心配合。", "今天天气很好，我们一起去公园散步吧。", "列车即将进站，请站在黄线以外排队候车。"]
+ZH = [
+    "请到三号窗口办理业务，谢谢你的耐心配合。",
+    "今天天气很好，我们一起去公园散步吧。",
+    "列车即将进站，请站在黄线以外排队候车。",
+]
 EN = [
     "Please go to window three, thank you for waiting.",
     "The next train to the city will arrive in five minutes.",
@@ -241,12 +245,14 @@ def main() -> None:
         print(f"\n== {label} ==")
         for ref in ("full", "ho"):
             r = [rows[n][ref] for n in group]
+            beats = sum(x["gain"] > 0 for x in r)
             print(f"  scored vs {'whole prompt' if ref == 'full' else 'held-out 40 %'}: "
                   f"sim {np.mean([x['sim'] for x in r]):.3f}, best preset {np.mean([x['preset'] for x in r]):.3f}, "
-                  f"gain {np.mean([x['gain'] for x in r]):+.3f}, beats preset {sum(x['gain'] > 0 for x in r)}/{len(r)}, "
+                  f"gain {np.mean([x['gain'] for x in r]):+.3f}, beats preset {beats}/{len(r)}, "
                   f"identified {sum(x['id'] for x in r)}/{len(r)}")  # fmt: skip
+        ceiling = np.mean([rows[n]["ceiling"] for n in group])
         print(f"  English WER clone {np.mean([rows[n]['wer'] for n in group]):.3f} vs raw espeak "
-              f"{np.mean([rows[n]['raw_wer'] for n in group]):.3f}; ceiling {np.mean([rows[n]['ceiling'] for n in group]):.3f}; "
+              f"{np.mean([rows[n]['raw_wer'] for n in group]):.3f}; ceiling {ceiling:.3f}; "
               f"convert {np.mean([rows[n]['convert'][0] for n in group]):.3f} to target vs "
               f"{np.mean([rows[n]['convert'][1] for n in group]):.3f} to source")  # fmt: skip
         print(f"  RTF median {statistics.median(rows[n]['rtf'] for n in group):.3f} wall, "
