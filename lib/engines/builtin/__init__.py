@@ -56,9 +56,12 @@ _LOGGER = logging.getLogger(__name__)
 _ALGORITHM_VERSION = "builtin-3"
 
 _FEMALE, _MALE = "f2", ""
-#: espeak variants that prompt voices are matched from (female, male). Measured with
-#: bench/bench_voice.py: after matching, f2 beat f1/f3/f4 on the female prompt (0.81
-#: vs 0.79 for f3) and m1 beat the default male voice on the male prompt (0.69 vs 0.67).
+#: espeak variants that prompt voices are read in (female, male), chosen by the prompt's
+#: median pitch. A per-prompt search was measured on the tuning voices: the best variant
+#: differs by voice (megatts3_zh 0.666 with m2 vs 0.602 with m1; zh_female 0.755 with f1
+#: vs 0.730 with f2, but f1's English WER 0.86 vs 0.75), and the one cheap criterion
+#: tried, the mean nearest-frame distance to the pool, picked the best variant for 1 of 3
+#: voices; so the choice stays by pitch.
 _PROMPT_FEMALE, _PROMPT_MALE = "f2", "m1"
 #: name -> (espeak language of Han runs or None for the default, espeak variant)
 _PRESETS: dict[str, tuple[str | None, str]] = {

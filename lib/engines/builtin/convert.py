@@ -19,9 +19,10 @@ mode (the source is a recording). Per call:
    prompt only reaches 8 kHz) is the source's, shifted to join the new envelope.
 5. WORLD synthesis at ``5 ms x duration_factor`` per frame (which applies speed).
 
-What was measured (bench/bench_voice.py; resemblyzer similarity to the prompt, the 5
-tuning voices, 3 Mandarin + 6 English sentences; pocketsphinx word error rate of the
-English ones; raw espeak 0.558 and WER 0.59):
+What was measured with a prototype of this module (resemblyzer similarity to the prompt
+as in bench/bench_voice.py, the 5 tuning voices only, its 3 Mandarin + 6 English
+sentences, seed 0; pocketsphinx word error rate of the English ones; raw espeak 0.558
+and WER 0.59):
 
 ====================================================  ==========  ==============  =====
 variant                                               similarity  identification  WER
@@ -34,12 +35,16 @@ per-dimension variance also matched (beta 1)          0.675       3/5           
 k=1 / mean of k=4 (c1-c12)                            0.694/0.690 4/5 / 3/5       0.76/0.70
 continuity (Viterbi over 8 candidates, jump cost 5)   0.690       3/5             0.74
 +-2-frame context in the match (deltas)               0.701       3/5             0.76
-fixed aperiodicity instead of the neighbours'         0.694       3/5             --
 ====================================================  ==========  ==============  =====
+
+On 6 of the sentences (3 + 3), against 0.691 for this variant: k=2 0.697, k=3 0.694,
+k=6 0.688; fixed aperiodicity instead of the neighbours' 0.694; 3-frame smoothing of the
+output cepstra 0.686; a pool analysed with Harvest instead of DIO 0.693 (Harvest costs
+about 1.6 s per 10 s of prompt, DIO + StoneMask 0.1 s, so DIO is kept).
 
 The warps and context gain similarity but lose intelligibility beyond the target
 (at most 0.10 above raw espeak's WER); this variant keeps the best similarity within it.
-Costs for 4 s of output: analysis about 40 ms, matching under 10 ms, synthesis 30 ms.
+The whole synthesis costs about 0.023 s of CPU per second of output.
 
 Determinism: the neighbour search is ``scipy.spatial.cKDTree`` (exact; ties broken by
 index), everything else float64 numpy and WORLD under its lock, no BLAS.
