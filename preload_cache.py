@@ -5,7 +5,8 @@
                      [--dry-run] [--force] [--shared-url URL] [--engine NAME] [--model-dir DIR]
 
 Skips what is cached, shows a progress bar on stderr and ends with one summary line on
-stdout: ``preload: N phrases, G generated, C already cached, F failed in T s``.
+stdout: ``preload: N phrases, G generated, C already cached, F failed in T s`` (each piece
+of the list's templates counts as one phrase).
 Exit status: 0 when nothing failed, 1 when some phrases failed, 2 when the phrase file
 or the configuration is invalid. Safe to run while the web UI serves the same cache,
 and safe to kill at any point and run again.
@@ -46,13 +47,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     from lib.phrases import PhraseRules, expand, load_phrases
     from lib.preload import PreloadReport, preload
     from lib.service import TTSService
+    from lib.templates import load_templates
 
     if args.workers < 1:
         print("preload: --workers must be at least 1", file=sys.stderr)
         return EXIT_INVALID
     try:
         config = config_from_args(args)
-        requests = expand(load_phrases(args.phrases, PhraseRules.from_config(config.preload)))
+        rules = PhraseRules.from_config(config.preload)
+        requests = expand(load_phrases(args.phrases, rules))
+        templates = load_templates(args.phrases, rules)
     except TTSError as exc:
         print(f"preload: {exc}", file=sys.stderr)
         return EXIT_INVALID
@@ -63,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"preload: cannot start the {config.engine} engine: {exc}", file=sys.stderr)
         print(f"preload: {len(requests)} phrases, 0 generated, 0 already cached, {len(requests)} failed in 0.0 s")
         return EXIT_FAILED
-    bar = _progress_bar(len(requests))
+    bar = _progress_bar(len(requests) + sum(len(service.templates.pieces(t)) for t in templates))
 
     def progress(report: PreloadReport) -> None:
         if bar is not None:
@@ -72,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         report = preload(service, requests, workers=args.workers, force=args.force, dry_run=args.dry_run,
-                         on_done=progress)  # fmt: skip
+                         on_done=progress, templates=templates)  # fmt: skip
     except KeyboardInterrupt:
         print("preload: interrupted; entries made so far are kept, run it again to finish", file=sys.stderr)
         return EXIT_INTERRUPTED

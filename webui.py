@@ -28,7 +28,7 @@ from lib.audio import FORMATS
 from lib.cli import add_config_flags, config_from_args
 from lib.errors import TTSError
 from lib.service import TTSService
-from lib.ui.handlers import MODE_CHOICES, Handlers, build_request
+from lib.ui.handlers import LIVE_NOTICE, MODE_CHOICES, Handlers, build_request, live_playback_available
 from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
 
 __all__ = ["build_demo", "build_request", "create_app", "main"]
@@ -44,6 +44,7 @@ _CSS = ".cache-badge{display:inline-block;padding:4px 14px;border-radius:999px;f
 def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> gr.Blocks:
     """The Blocks app for ``service``; every event calls one method of :class:`Handlers`."""
     h = Handlers(service, phrases_path)
+    live_ok = live_playback_available()
     token_env = service.config.server.admin_token_env
 
     demo = gr.Blocks(title="Voice cloning TTS 语音克隆", analytics_enabled=False)
@@ -74,17 +75,21 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
                         use_cache = gr.Checkbox(value=True, label="Use cache 使用缓存")
                     generate = gr.Button("合成 Synthesise", variant="primary", elem_id="generate")
                 with gr.Column():
+                    live = gr.Audio(
+                        streaming=True, autoplay=True, label="Live 实时播放", interactive=False, elem_id="live-audio"
+                    ) if live_ok else gr.Markdown(LIVE_NOTICE, elem_id="live-notice")  # fmt: skip
                     output = gr.Audio(type="filepath", label="Result 结果", interactive=False, elem_id="result-audio")
                     badge = gr.HTML(elem_id="cache-badge")
                     details = gr.Markdown(elem_id="result-details")
             dice.click(h.roll_seed, outputs=seed, api_visibility="private")
-            generate.click(
-                h.synthesise,
-                inputs=[mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache],
-                outputs=[output, badge, details],
-                api_name="synthesise",
-                concurrency_limit=4,
-            )
+            form = [mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache]
+            # /synthesise answers the whole result (API clients); the button plays it live when it can.
+            whole = gr.Button(visible=False) if live_ok else generate
+            whole.click(h.synthesise, inputs=form, outputs=[output, badge, details], api_name="synthesise",
+                        concurrency_limit=4)  # fmt: skip
+            if live_ok:
+                generate.click(h.synthesise_live, inputs=form, outputs=[live, output, badge, details],
+                               api_name="synthesise_live", concurrency_limit=4)  # fmt: skip
 
         with gr.Tab("音色 Voices"):
             gr.Markdown("Save the prompt from the Synthesise tab (audio and transcript) as a named voice.")
@@ -118,7 +123,8 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
             with gr.Row():
                 latency = gr.LinePlot(
                     x="time", y="ms", color="result", title="Latency 延迟 (ms)", height=260,
-                    color_map={"hit": "#15803d", "miss": "#b45309", "bypass": "#475569", "error": "#b91c1c"},
+                    color_map={"hit": "#15803d", "miss": "#b45309", "bypass": "#475569", "error": "#b91c1c",
+                               "composed": "#1d4ed8"},
                 )  # fmt: skip
                 hit_rate = gr.LinePlot(x="time", y="hit_rate", title="Hit rate 命中率 (%, last 20)", height=260)
             with gr.Row():

@@ -52,7 +52,7 @@ class Metrics:
         self.requests = Counter(
             "tts_cache_requests", "Synthesis requests by cache result", ["result"], registry=r
         )
-        for result in ("hit", "miss", "bypass", "error"):
+        for result in ("hit", "miss", "bypass", "composed", "error"):
             self.requests.labels(result)
         self.latency = Histogram(
             "tts_request_duration_seconds", "Request latency by cache result", ["result"],
@@ -70,6 +70,20 @@ class Metrics:
         self.cache_errors = Counter("tts_cache_errors", "Cache store failures by operation", ["op"], registry=r)
         self.shared_errors = Counter("tts_shared_errors", "Shared (Redis) tier failures", registry=r)
         self.tier_hits = Counter("tts_cache_tier_hits", "Hits by the tier that served them", ["tier"], registry=r)
+        self.segments = Counter(
+            "tts_segments", "Sentence segments and template pieces, reused from the cache or synthesised",
+            ["result"], registry=r,
+        )  # fmt: skip
+        for result in ("reused", "synthesised"):
+            self.segments.labels(result)
+        self.first_audio = Histogram(
+            "tts_first_audio_seconds", "Time from a streamed request to its first audio, by cache result",
+            ["result"], buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.refines = Counter(
+            "tts_template_refines", "Background syntheses of composed sentences (done, failed, dropped)",
+            ["result"], registry=r,
+        )  # fmt: skip
         r.register(_GaugeCollector(gauges))
 
     def exposition(self) -> bytes:

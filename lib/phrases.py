@@ -55,12 +55,14 @@ __all__ = [
     "expand",
     "load_phrases",
     "parse_phrases",
+    "parse_voices",
+    "read_phrase_file",
 ]
 
 _LOGGER = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-_TOP_KEYS = {"version", "voices", "phrases"}
+_TOP_KEYS = {"version", "voices", "phrases", "templates"}  # templates: lib.templates
 _VOICE_KEYS = {"preset", "prompt_audio", "prompt_text"}
 _PHRASE_KEYS = {"text", "voice", "style", "seed", "speed", "seeds", "styles"}
 
@@ -136,6 +138,13 @@ class PhraseRequest:
 def load_phrases(path: str | Path, rules: PhraseRules | None = None) -> list[PhraseRequest]:
     """Read, validate and expand a phrase file. Raises :class:`PhraseFileError`."""
     file = Path(path)
+    return parse_phrases(read_phrase_file(file), base_dir=file.resolve().parent, source=str(file), rules=rules)
+
+
+def read_phrase_file(path: str | Path) -> Any:
+    """The decoded JSON of a phrase file (size, encoding and syntax checked); the
+    phrases and the templates (:mod:`lib.templates`) are read from it."""
+    file = Path(path)
     try:
         if file.stat().st_size > MAX_FILE_BYTES:
             raise PhraseFileError(
@@ -147,10 +156,9 @@ def load_phrases(path: str | Path, rules: PhraseRules | None = None) -> list[Phr
     except UnicodeDecodeError as exc:
         raise PhraseFileError(f"{file}: the phrase file is not UTF-8 text (byte {exc.start})") from exc
     try:
-        data = json.loads(raw)
+        return json.loads(raw)
     except json.JSONDecodeError as exc:
         raise PhraseFileError(f"{file}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
-    return parse_phrases(data, base_dir=file.resolve().parent, source=str(file), rules=rules)
 
 
 def parse_phrases(
@@ -164,13 +172,9 @@ def parse_phrases(
     version = data.get("version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         raise PhraseFileError(f'{source}: field "version": must be {SCHEMA_VERSION}, got {version!r}')
-    voices_raw = data.get("voices")
-    if not isinstance(voices_raw, dict) or not voices_raw:
-        raise PhraseFileError(f'{source}: field "voices": must be an object naming at least one voice')
-    roots, rule = rules.roots(base_dir), rules.path_rule()
-    voices = {name: _voice(name, spec, roots, rule, source) for name, spec in voices_raw.items()}
-    phrases_raw = data.get("phrases")
-    if not isinstance(phrases_raw, list) or not phrases_raw:
+    voices = parse_voices(data, base_dir=base_dir, source=source, rules=rules)
+    phrases_raw = data.get("phrases", [] if "templates" in data else None)
+    if not isinstance(phrases_raw, list) or not (phrases_raw or "templates" in data):
         raise PhraseFileError(f'{source}: field "phrases": must be a non-empty list of phrase objects')
     out: list[PhraseRequest] = []
     for i, spec in enumerate(phrases_raw):
@@ -194,6 +198,19 @@ def _expansion(spec: Any) -> int:
             if isinstance(value, list):
                 n *= max(1, len(value))
     return n
+
+
+def parse_voices(
+    data: Mapping[str, Any], *, base_dir: Path, source: str = "phrases", rules: PhraseRules | None = None
+) -> dict[str, _Voice]:
+    """The ``voices`` of a decoded phrase document, validated (phrases and templates
+    name them; prompt paths confined by ``rules``)."""
+    rules = rules or PhraseRules()
+    voices_raw = data.get("voices")
+    if not isinstance(voices_raw, dict) or not voices_raw:
+        raise PhraseFileError(f'{source}: field "voices": must be an object naming at least one voice')
+    roots, rule = rules.roots(base_dir), rules.path_rule()
+    return {name: _voice(name, spec, roots, rule, source) for name, spec in voices_raw.items()}
 
 
 def expand(requests: Iterable[PhraseRequest]) -> list[PhraseRequest]:

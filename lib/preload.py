@@ -1,12 +1,14 @@
 """Preload: make sure every request of a phrase list is cached, skipping what is
-(used by ``preload_cache.py`` and the web UI's Preload tab)."""
+(used by ``preload_cache.py`` and the web UI's Preload tab). A list's templates are
+preloaded as their pieces (:meth:`lib.templates.Template.pieces`): each piece counts as
+one request in the report."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING
 from lib.access import LOCAL, Action, Caller, check
 from lib.errors import TTSError, ValidationError
 from lib.phrases import PhraseRequest
+from lib.templates import Template
 
 if TYPE_CHECKING:
     from lib.service import TTSService
@@ -53,26 +56,33 @@ def preload(
     on_done: Callable[[PreloadReport], None] | None = None,
     caller: Caller = LOCAL,
     pin_as: str = "preload",
+    templates: Sequence[Template] = (),
 ) -> PreloadReport:
     """Make sure every request is cached. Cached ones are skipped (``force``
     regenerates them); ``dry_run`` only counts what would be generated. ``on_done`` is
     called after each request (progress). Safe beside a serving process: the service
     runs each key once across processes, and a killed run leaves only whole entries.
 
-    With ``cache.pin_preload``, the keys of ``requests`` become the pinned list
-    ``pin_as`` before anything is made (replacing what that list pinned before), so
+    With ``cache.pin_preload``, the keys of ``requests`` (and of the templates'
+    pieces) become the pinned list ``pin_as`` before anything is made (replacing what that list pinned before), so
     the eviction policy keeps them (lib/cache/policy.py)."""
     if workers < 1:
         raise ValidationError("workers: must be at least 1")
     check(caller, Action.FORCE if force else Action.PRELOAD)
+    items: list[PhraseRequest | _Piece] = list(requests)
+    for template in templates:
+        items.extend(_Piece(f"{template.entry} piece {p!r}", template, p) for p in service.templates.pieces(template))
     if service.config.cache.pin_preload and not dry_run:
-        _pin(service, requests, pin_as)
+        _pin(service, items, pin_as)
     report = PreloadReport(total=0, dry_run=dry_run)
     lock = threading.Lock()
     started = time.perf_counter()
 
-    def one(item: PhraseRequest) -> None:
-        outcome, message = _preload_one(service, item, force=force, dry_run=dry_run)
+    def one(item: PhraseRequest | _Piece) -> None:
+        if isinstance(item, _Piece):
+            outcome, message = _preload_piece(service, item, force=force, dry_run=dry_run)
+        else:
+            outcome, message = _preload_one(service, item, force=force, dry_run=dry_run)
         with lock:
             report.total += 1
             if outcome == "generated":
@@ -87,12 +97,12 @@ def preload(
                 on_done(report)
 
     if workers == 1:
-        for item in requests:
+        for item in items:
             one(item)
     else:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preload") as pool:
             try:
-                for future in [pool.submit(one, item) for item in requests]:
+                for future in [pool.submit(one, item) for item in items]:
                     future.result()
             except BaseException:  # Ctrl-C: drop what has not started, let running ones end
                 pool.shutdown(wait=False, cancel_futures=True)
@@ -101,11 +111,16 @@ def preload(
     return report
 
 
-def _pin(service: TTSService, requests: list[PhraseRequest], name: str) -> None:
+def _pin(service: TTSService, items: list[PhraseRequest | _Piece], name: str) -> None:
     keys = []
-    for item in requests:
+    for item in items:
         try:
-            keys.append(service.resolve(item.request()).key)
+            if isinstance(item, _Piece):  # a template's piece: what its composed answers need
+                piece = service.templates.piece_request(item.template, item.text)
+                if piece is not None:
+                    keys.append(piece.key)
+            else:
+                keys.append(service.resolve(item.request()).key)
         except TTSError:
             continue  # reported when the request itself is tried
     digest = service.store.pin(name, keys)
@@ -128,3 +143,17 @@ def _preload_one(service: TTSService, item: PhraseRequest, *, force: bool, dry_r
         return "failed", str(exc)
     # HIT here means another process (the UI, a second preload) made it meanwhile.
     return ("generated", "") if result.cache == "MISS" else ("cached", "")
+
+
+@dataclass(frozen=True)
+class _Piece:
+    entry: str
+    template: Template
+    text: str
+
+
+def _preload_piece(service: TTSService, item: _Piece, *, force: bool, dry_run: bool) -> tuple[str, str]:
+    try:
+        return service.preload_piece(item.template, item.text, force=force, dry_run=dry_run), ""
+    except TTSError as exc:
+        return "failed", str(exc)

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from lib.assemble import Finish
 from lib.audio import PromptAudio
 from lib.cache.keys import KeyFields, voice_id
 from lib.config import AppConfig
 from lib.engines.base import VoiceConverter
 from lib.errors import NotFoundError, ValidationError
 from lib.request import CONVERT, ConvertRequest, PromptSource, Resolved, TTSRequest
+from lib.segments import split
 from lib.textnorm import cut_text
 from lib.validate import check_format, check_seed, check_speed, check_ttl, normalise_fields
 
@@ -71,6 +73,7 @@ class Resolver:
         self.engine = engine
         self.voices = voices
         self.config = config
+        self.finish = Finish.from_config(config)
 
     def resolve(self, request: TTSRequest) -> Resolved:
         text, prompt_text, style = normalise_fields(request, self.config)
@@ -90,6 +93,7 @@ class Resolver:
             seed=check_seed(request.seed),
             speed=round(check_speed(request.speed), 3),
             mode=mode,
+            finish=self._recipe(text),
         )
         ttl = check_ttl(request.ttl)
         return Resolved(
@@ -104,6 +108,14 @@ class Resolver:
             ttl=ttl if ttl is not None else self.config.cache.ttl,
             origin="preload" if request.origin == "preload" else "user",
         )
+
+    def _recipe(self, text: str) -> str:
+        """The key's ``finish`` field: "" when the answer is the engine's audio untouched
+        (one segment, no tail, no loudness target: the key it had before segments),
+        else the assembly recipe. Only that case needs the text split."""
+        if self.finish.identity and len(split(text, self.finish.max_chars)) == 1:
+            return ""
+        return self.finish.recipe
 
     def resolve_convert(self, request: ConvertRequest) -> Resolved:
         """Convert mode: keyed on the source recording's fingerprint, the target voice,

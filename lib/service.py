@@ -1,20 +1,26 @@
 """The service: composes configuration, engine, tiers, voices and statistics.
 
-``TTSService.synthesise`` is the one path every request takes (web UI, HTTP API,
-preload): resolve and validate (:mod:`lib.resolve`), look up memory -> disk (-> shared)
-(:mod:`lib.cache.tiers`), and on a miss run the engine (:mod:`lib.produce`) once per key
-across threads and processes (:mod:`lib.cache.singleflight`), never caching a failure.
-The roles live in their own modules; this one wires them and keeps the request path.
+``TTSService.synthesise`` (and ``stream``, the same answer as chunks) is the one path
+every request takes (web UI, HTTP API, preload): resolve and validate
+(:mod:`lib.resolve`), look up memory -> disk (-> shared) (:mod:`lib.cache.tiers`),
+compose a template's answer from cached pieces (:mod:`lib.templatebook`), and on a miss
+make the result from sentence segments (:mod:`lib.compose`), each run by the engine
+(:mod:`lib.produce`) once per key across threads and processes
+(:mod:`lib.cache.singleflight`), never caching a failure. The roles live in their own
+modules; this one wires them and routes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from numpy.typing import NDArray
 
 from lib.access import LOCAL, AccessPolicy, Action, Caller, allows
 from lib.admin import Admin
@@ -23,23 +29,28 @@ from lib.cache.diskutil import ensure_private_dir
 from lib.cache.entry import CachedAudio
 from lib.cache.handle import DiskHandle
 from lib.cache.keys import KEY_RE, model_tag
-from lib.cache.leases import DiskLeases, Lease, Leases, Renewer
-from lib.cache.singleflight import LocalFlights, lead_or_wait
+from lib.cache.leases import DiskLeases, Leases, Renewer
 from lib.cache.store import AudioStore
 from lib.cache.tiers import Tiers
 from lib.cache.writer import Writer
+from lib.compose import Composer, Made, OnChunk
 from lib.config import AppConfig, default_config_path, load_config
 from lib.dashboard import Dashboard
 from lib.engines import Engine, create_engine
-from lib.errors import TTSError, ValidationError
+from lib.errors import ConfigError, TTSError, ValidationError
 from lib.files import ResultFiles
 from lib.metrics import Metrics
 from lib.produce import Producer
+from lib.recording import AnyRequest, Recorder
+from lib.refine import Refiner
 from lib.request import ConvertRequest, PromptSource, Resolved, TTSRequest
 from lib.resolve import Resolver
 from lib.results import SynthesisResult
-from lib.stats import Phrase, Stats
-from lib.textnorm import cut_text
+from lib.stats import Stats
+from lib.streaming import Chunks, StreamAnswer, StreamJobs
+from lib.templatebook import TemplateBook
+from lib.templates import Template
+from lib.validate import check_text
 from lib.voices import Voices
 from lib.voices.library import VoiceLibrary
 from lib.voices.profiles import VoiceProfiles
@@ -121,7 +132,23 @@ class TTSService:
             self.shared.leases(local=self._lock_store) if self.shared is not None else self._lock_store
         )
         self.renewer = Renewer(self.leases, config.cache.lock_lease) if self.leases is not None else None
-        self.flights: LocalFlights[tuple[CachedAudio, bool]] = LocalFlights(timeout=config.cache.lock_timeout)
+        self.recorder = Recorder(self.stats, self.metrics, config)
+        self.composer = Composer(
+            self.tiers, self.producer, self.leases, self.renewer, config, self.metrics, self.stats,
+            on_lock_error=lambda exc: self._store_error("lock", exc),
+        )  # fmt: skip
+        self.flights = self.composer.flights
+        self.templates = TemplateBook(self.resolver.resolve, self._normalise, self.composer.finish)
+        """The templates this service composes answers from (lib.templatebook)."""
+        if config.templates.file is not None:
+            try:
+                self.templates.load(config.templates.file)
+            except TTSError as exc:
+                raise ConfigError(f"templates.file: {exc}") from exc
+        self.refiner = Refiner(
+            lambda r: self.composer.make(r), on_event=lambda event: self.metrics.refines.labels(event).inc()
+        )
+        self.streams = StreamJobs()
         self._closed = False
         self._prewarm: threading.Thread | None = None
         if config.voices.prewarm:
@@ -129,6 +156,8 @@ class TTSService:
             self._prewarm.start()
 
     # -- the request path ---------------------------------------------------------------
+    # Routing only: a hit, a template composed from pieces, or a miss made from segments
+    # (lib.compose). Texts of one segment with nothing to finish take the old path.
 
     def synthesise(self, request: TTSRequest) -> SynthesisResult:
         """Answer one request from the cache or the engine. Raises :class:`TTSError`."""
@@ -139,92 +168,110 @@ class TTSService:
         same cache and single-flight as :meth:`synthesise`. Raises :class:`TTSError`."""
         return self._serve(request, self.resolver.resolve_convert)
 
-    def _serve(self, request: _AnyRequest, resolve: Callable[[Any], Resolved]) -> SynthesisResult:
+    def _serve(self, request: AnyRequest, resolve: Callable[[Any], Resolved]) -> SynthesisResult:
         started = time.perf_counter()
-        resolved: Resolved | None = None
+        r = self._resolve(request, resolve, started)
         try:
-            resolved = resolve(request)
-            result = self._answer(resolved, started)
+            result = self._quick(r, request, started) or self._make(r, started)
         except TTSError as exc:
-            seconds = time.perf_counter() - started
-            self.stats.record("error", seconds, origin=_origin(request))
-            self.metrics.requests.labels("error").inc()
-            self.metrics.latency.labels("error").observe(seconds)
-            key = resolved.key if resolved is not None else "-"
-            # The client gets the whole message; the log gets what failed, not the
-            # message, which may quote more of the caller's input (user text stays <= 32).
-            why = str(exc) if exc.http_status >= 500 else f"{type(exc).__name__} ({exc.http_status})"
-            _LOGGER.info("request failed key=%s text=%r: %s", key, cut_text(_text_of(request)), why)
+            self.recorder.failed(request, r, exc, started)
             raise
-        seconds = time.perf_counter() - started
-        label = result.cache.lower()
-        saved = float(result.audio.meta.get("engine_seconds", 0.0)) if result.cache == "HIT" else 0.0
-        self.stats.record(
-            label, seconds, key=result.key, phrase=self._phrase(resolved), origin=resolved.origin,
-            saved_ms=saved * 1e3,
-        )  # fmt: skip
-        if saved:
-            self.metrics.engine_seconds_saved.inc(saved)
-        self.metrics.requests.labels(label).inc()
-        self.metrics.latency.labels(label).observe(seconds)
-        _LOGGER.info(
-            "%s key=%s %.1f ms text=%r", result.cache, result.key, seconds * 1e3, cut_text(resolved.fields.text)
-        )
+        self.recorder.record(request, r, result, started)
         return result
 
-    def _phrase(self, r: Resolved) -> Phrase | None:
-        """What the statistics may remember of ``r``: nothing of a request whose caller
-        asked for no trace (bypass, ``store=false``) or when texts are not kept."""
-        if not (r.use_cache and r.store and self.config.cache.store_text) or r.source is not None:
+    def stream(self, request: TTSRequest) -> StreamAnswer:
+        """Answer one request as audio chunks, each as soon as it exists. A hit or a
+        composed answer comes whole at once; a miss is made by a thread of its own, so
+        it is finished and stored even when nobody reads it to the end."""
+        started = time.perf_counter()
+        r = self._resolve(request, self.resolver.resolve, started)
+        try:
+            quick = self._quick(r, request, started)
+        except TTSError as exc:
+            self.recorder.failed(request, r, exc, started)
+            raise
+        if quick is not None:
+            self.recorder.record(request, r, quick, started)
+            self.recorder.first_audio(quick.cache, started)
+            return StreamAnswer.whole(quick)
+        chunks = Chunks()
+        answer = StreamAnswer(r.key, "MISS" if r.use_cache else "BYPASS", self.engine.sample_rate, chunks)
+        first = threading.Event()
+
+        def on_chunk(pcm: NDArray[Any]) -> None:
+            if not first.is_set():
+                first.set()
+                self.recorder.first_audio(answer.cache, started)
+            chunks.put(pcm)
+
+        def job() -> None:
+            try:
+                result = self._make(r, started, on_chunk)
+            except BaseException as exc:
+                if isinstance(exc, TTSError):
+                    self.recorder.failed(request, r, exc, started)
+                else:
+                    _LOGGER.exception("streamed request failed key=%s", r.key)
+                answer.finished(None, exc)
+                chunks.close(exc)
+                return
+            self.recorder.record(request, r, result, started)
+            answer.finished(result)
+            chunks.close()
+
+        self.streams.start(f"stream-{r.key[:8]}", job)
+        return answer
+
+    def _resolve(self, request: AnyRequest, resolve: Callable[[Any], Resolved], started: float) -> Resolved:
+        try:
+            return resolve(request)
+        except TTSError as exc:
+            self.recorder.failed(request, None, exc, started)
+            raise
+
+    def _quick(self, r: Resolved, request: AnyRequest, started: float) -> SynthesisResult | None:
+        """A hit, or an answer composed from a template's pieces; None for a miss."""
+        if not r.use_cache:
             return None
-        f = r.fields
-        return Phrase(f.text, r.voice_name, f.voice, f.style, f.seed, f.speed, f.mode)
+        found = self.tiers.lookup(r.key)
+        if found is not None:
+            return self._hit(r.key, found[0], found[1], started)
+        # A preloaded phrase is stored whole, never composed; a conversion has no text.
+        match = self.templates.match(r) if request.origin != "preload" and r.source is None else None
+        if match is None:
+            return None
+        entry, made = self.composer.compose(r, match)
+        if match.template.refine and r.store:
+            self.refiner.submit(r)
+        return self._result(r, entry, made, started)
+
+    def _make(self, r: Resolved, started: float, on_chunk: OnChunk | None = None) -> SynthesisResult:
+        entry, made = self.composer.make(r, on_chunk) if r.use_cache else self.composer.bypass(r, on_chunk)
+        if made.cache == "HIT":  # waited for another thread's or process's synthesis of the same key
+            return self._hit(r.key, entry, made.tier, started)
+        return self._result(r, entry, made, started)
+
+    def _result(self, r: Resolved, entry: CachedAudio, made: Made, started: float) -> SynthesisResult:
+        result = SynthesisResult.made(r.key, made.cache, entry, started, made.timings, files=self.files)
+        result.info = {**result.info, **made.info()}
+        return result
+
+    def _hit(self, key: str, entry: CachedAudio, tier: str, started: float) -> SynthesisResult:
+        self.metrics.tier_hits.labels(tier).inc()
+        return SynthesisResult.made(key, "HIT", entry, started, {}, tier, files=self.files)
 
     def resolve(self, request: TTSRequest) -> Resolved:
         """Validate and normalise ``request`` and compute its key (no synthesis)."""
         return self.resolver.resolve(request)
 
-    def _answer(self, r: Resolved, started: float) -> SynthesisResult:
-        if not r.use_cache:
-            entry, spent = self.producer.produce(r)
-            return SynthesisResult.made(r.key, "BYPASS", entry, started, spent, files=self.files)
-        found = self.tiers.lookup(r.key)
-        if found is not None:
-            return self._hit(r.key, found[0], found[1], started)
-
-        timings: dict[str, float] = {}  # filled by produce() when this caller leads
-
-        def produce(lease: Lease) -> CachedAudio:
-            entry, spent = self.producer.produce(r)
-            timings.update(spent)
-            if r.store:
-                self.tiers.keep(entry, lease, origin=r.origin)  # releases the lease once the entry is on disk
-            else:
-                lease.release()
-            return entry
-
-        # A result that will not be stored gains nothing from a lease (a waiter would
-        # find nothing and run the engine itself), and a lease would write the key to
-        # the lock store or Redis: store=false takes none and leaves no trace there.
-        leases = self.leases if r.store else None
-
-        def lead() -> tuple[CachedAudio, bool]:
-            return lead_or_wait(
-                r.key, leases, self.renewer,
-                lease=self.config.cache.lock_lease, timeout=self.config.cache.lock_timeout,
-                lookup=lambda: self.tiers.find(r.key), produce=produce,
-                on_lock_error=lambda exc: self._store_error("lock", exc),
-            )  # fmt: skip
-
-        (entry, produced), led = self.flights.run(r.key, lead)
-        if produced and led:
-            return SynthesisResult.made(r.key, "MISS", entry, started, timings, files=self.files)
-        # Waited for another thread's or process's synthesis of the same key.
-        return self._hit(r.key, entry, "single-flight", started)
-
-    def _hit(self, key: str, entry: CachedAudio, tier: str, started: float) -> SynthesisResult:
-        self.metrics.tier_hits.labels(tier).inc()
-        return SynthesisResult.made(key, "HIT", entry, started, {}, tier, files=self.files)
+    def preload_piece(self, template: Template, text: str, *, force: bool = False, dry_run: bool = False) -> str:
+        """Make sure one piece of ``template`` is cached (the preload): ``generated`` or
+        ``cached``. Raises :class:`TTSError` when the template's voice cannot be used."""
+        piece = self.templates.piece_request(template, text)
+        if piece is None:
+            raise ValidationError(f"{template.entry}: its voice cannot be used by the {self.engine.name} engine")
+        piece = dataclasses.replace(piece, origin="preload")  # not a request: the eviction policy knows
+        return self.composer.piece(piece, template.id, force=force, dry_run=dry_run)
 
     def lookup(self, key: str) -> tuple[CachedAudio, str] | None:
         """Find a stored entry in memory, on disk or in the shared tier."""
@@ -308,6 +355,8 @@ class TTSService:
             return
         self._closed = True
         self.voices.close()
+        self.refiner.close()
+        self.streams.close()
         if self._prewarm is not None:
             self._prewarm.join(timeout=30)
         self.writer.close()
@@ -328,20 +377,11 @@ class TTSService:
     def _store_error(self, op: str, exc: BaseException) -> None:
         self.metrics.cache_errors.labels(op).inc()
 
+    def _normalise(self, text: str) -> str:
+        return check_text(text, "text", self.config, limit=10**9)
+
     def _open_lock_store(self) -> DiskLeases:
         return DiskLeases(str(self.cache_dir / "locks"), on_error=self._store_error)
-
-
-_AnyRequest = TTSRequest | ConvertRequest
-
-
-def _origin(request: _AnyRequest) -> str:
-    return "preload" if request.origin == "preload" else "user"
-
-
-def _text_of(request: _AnyRequest) -> str:
-    text = getattr(request, "text", "")
-    return text if isinstance(text, str) else ""
 
 
 _default: TTSService | None = None

@@ -32,8 +32,9 @@ COUNTERS = (
     "hits", "misses", "bypasses", "errors", "engine_calls",
     "preload_hits", "preload_misses", "preload_errors",
     "engine_ms", "engine_ms_saved",
+    "composed", "segments_reused", "segments_synthesised", "streams", "first_audio_ms",
 )  # fmt: skip
-_RESULTS = {"hit": "hits", "miss": "misses", "bypass": "bypasses", "error": "errors"}
+_RESULTS = {"hit": "hits", "miss": "misses", "bypass": "bypasses", "error": "errors", "composed": "composed"}
 _SAMPLES = 5000  # recent requests kept for the latency and hit-rate plots
 
 

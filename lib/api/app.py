@@ -34,7 +34,8 @@ _DESCRIPTION = """\
 Voice-cloning text to speech behind a result cache.
 
 * `POST /api/tts` synthesises (or serves from the cache) and answers audio with
-  `X-Cache: HIT | MISS | BYPASS`, `X-Cache-Key` and `ETag`.
+  `X-Cache: HIT | MISS | BYPASS | COMPOSED`, `X-Cache-Key` and `ETag`; with
+  `stream=true`, chunked audio, each sentence as soon as it exists.
 * `GET /api/audio/{key}.{ext}` serves a stored result in any format, immutable.
 * `POST /v1/audio/speech` is OpenAI-compatible: point an OpenAI client at this server.
 * Errors are `{"error": "..."}` (OpenAI's error object under `/v1`).

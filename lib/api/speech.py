@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from anyio import to_thread
 from fastapi import APIRouter, File, Form, Header, Request, UploadFile
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from lib.audio import MIME_TYPES, encode
@@ -24,6 +24,7 @@ from lib.errors import NotFoundError, PayloadTooLargeError, ValidationError
 from lib.request import TTSRequest
 from lib.results import SynthesisResult
 from lib.service import TTSService
+from lib.streaming import STREAM_FORMATS, encode_stream
 from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
 
 from .errors import ERROR_RESPONSES
@@ -34,7 +35,7 @@ __all__ = ["SpeechRequest", "speech_router"]
 _LOGGER = logging.getLogger(__name__)
 
 _AUDIO_NAME_RE = re.compile(r"^([0-9a-fA-F]{32})\.(wav|mp3|flac|ogg)$")
-Format = Literal["wav", "mp3", "flac", "ogg"]
+Format = Literal["wav", "mp3", "flac", "ogg", "pcm"]
 Mode = Literal["zero_shot", "cross_lingual", "instruct", "preset"]
 
 _AUDIO_CONTENT = {mime: {"schema": {"type": "string", "format": "binary"}} for mime in MIME_TYPES.values()}
@@ -45,7 +46,13 @@ _TTS_RESPONSES: dict[int | str, dict[str, Any]] = {
             **_AUDIO_CONTENT,
         },
         "headers": {
-            "X-Cache": {"description": "HIT, MISS or BYPASS", "schema": {"type": "string"}},
+            "X-Cache": {
+                "description": "HIT, MISS, BYPASS, or COMPOSED (made from a template's cached pieces)",
+                "schema": {"type": "string"},
+            },
+            "X-Segments": {"description": "Sentence segments or template pieces it was made of",
+                           "schema": {"type": "integer"}},
+            "X-Segments-Reused": {"description": "Of those, found in the cache", "schema": {"type": "integer"}},
             "X-Cache-Key": {"description": "The cache key, 32 hex digits", "schema": {"type": "string"}},
             "ETag": {"description": "Entity tag of this key in this format", "schema": {"type": "string"}},
         },
@@ -58,7 +65,7 @@ class TTSResult(BaseModel):
     """``POST /api/tts`` with ``Accept: application/json``."""
 
     key: str = Field(description="Cache key, 32 hex digits")
-    cache: Literal["HIT", "MISS", "BYPASS"]
+    cache: Literal["HIT", "MISS", "BYPASS", "COMPOSED"]
     url: str | None = Field(description="GET this for the audio; null when the result was not stored")
     duration: float = Field(description="Seconds of audio")
     sample_rate: int
@@ -121,10 +128,13 @@ def speech_router(service: TTSService) -> APIRouter:
         seed: Annotated[int, Form(ge=0, le=MAX_SEED)] = 0,
         speed: Annotated[float, Form(ge=MIN_SPEED, le=MAX_SPEED)] = 1.0,
         mode: Annotated[Mode | None, Form(description="Omit to pick from the other fields")] = None,
-        format: Annotated[Format, Form()] = "wav",
+        format: Annotated[Format, Form(description="pcm: raw 16-bit mono at X-Sample-Rate")] = "wav",
         cache: Annotated[bool, Form(description="false bypasses the cache (no read, no write)")] = True,
         store: Annotated[bool, Form(description="false never writes the result (personal data)")] = True,
         ttl: Annotated[float | None, Form(gt=0, description="Seconds this entry lives")] = None,
+        stream: Annotated[
+            bool, Form(description="true: chunked audio (wav, pcm or mp3), each sentence as soon as it exists")
+        ] = False,
         accept: Annotated[str | None, Header(include_in_schema=False)] = None,
     ) -> Response:
         audio: bytes | None = None
@@ -134,10 +144,20 @@ def speech_router(service: TTSService) -> APIRouter:
             audio = await prompt_audio.read()
             if not audio:
                 raise ValidationError("prompt_audio: the uploaded file is empty; upload a recording of speech")
+        if stream and format not in STREAM_FORMATS:
+            raise ValidationError(f"format: {format} cannot be streamed; with stream=true use wav, pcm or mp3")
+        pcm = format == "pcm"
         req = TTSRequest(
             text=text, prompt_audio=audio, voice=voice or None, prompt_text=prompt_text, style=style,
-            seed=seed, speed=speed, mode=mode, format=format, use_cache=cache, store=store, ttl=ttl,
+            seed=seed, speed=speed, mode=mode, format="wav" if pcm else format, use_cache=cache, store=store, ttl=ttl,
         )  # fmt: skip
+        if stream:
+            answer = await to_thread.run_sync(service.stream, req)
+            return StreamingResponse(
+                encode_stream(answer.chunks, answer.sample_rate, format),
+                media_type=STREAM_FORMATS[format],
+                headers={"X-Cache": answer.cache, "X-Cache-Key": answer.key, "X-Sample-Rate": str(answer.sample_rate)},
+            )
         result, body = await run(req)
         stored = result.cache == "HIT" or (result.cache == "MISS" and store)
         headers = {
@@ -148,13 +168,18 @@ def speech_router(service: TTSService) -> APIRouter:
             "X-Sample-Rate": str(result.sample_rate),
             "Cache-Control": cache_control(result.audio.remaining()) if stored else NO_STORE,
         }
+        for header, name in (("X-Segments", "segments"), ("X-Segments-Reused", "segments_reused")):
+            if name in result.info:
+                headers[header] = str(result.info[name])
         if accept and "application/json" in accept:
             doc = TTSResult(
                 key=result.key, cache=result.cache,  # type: ignore[arg-type]
-                url=f"/api/audio/{result.key}.{format}" if stored else None,
+                url=f"/api/audio/{result.key}.{'wav' if pcm else format}" if stored else None,
                 duration=round(result.duration, 4), sample_rate=result.sample_rate,
             )  # fmt: skip
             return JSONResponse(doc.model_dump(), headers=headers)
+        if pcm:
+            return Response(body[44:], media_type=STREAM_FORMATS["pcm"], headers=headers)
         return Response(body, media_type=MIME_TYPES[format], headers=headers)
 
     @router.head("/api/audio/{key}.{ext}", include_in_schema=False)

@@ -4,6 +4,14 @@ changes the audio.
 The key rules are pinned by exact expected values in tests/test_keys.py: changing
 anything here changes every key in every deployed cache, so it must be deliberate
 (bump :data:`KEY_SCHEMA_VERSION`).
+
+Two kinds of entry share the schema. Raw engine output (a short text before segments
+existed, a sentence segment, a template piece) has ``finish == ""`` and exactly the key
+it had in schema 1, so entries made before segments existed are reused as segments. A
+*finished* result (assembled from segments, with a loudness target and a tail) adds the
+assembly recipe (:attr:`lib.assemble.Finish.recipe`) as an eleventh element: a new
+namespace of keys that cannot collide with the ten-element ones, so the version number
+did not need to move.
 """
 
 from __future__ import annotations
@@ -37,11 +45,13 @@ class KeyFields:
     seed: int
     speed: float
     mode: str
+    finish: str = ""
+    """The assembly recipe of a finished result; "" for raw engine output."""
 
     def canonical(self) -> bytes:
         """The exact bytes that are hashed. Speed is fixed to 3 decimals so that 1,
         1.0 and 1.0000001 are one request."""
-        doc = [
+        doc: list[object] = [
             KEY_SCHEMA_VERSION,
             self.engine,
             self.model_version,
@@ -53,6 +63,8 @@ class KeyFields:
             f"{self.speed:.3f}",
             self.mode,
         ]
+        if self.finish:
+            doc.append(self.finish)
         return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
     @property

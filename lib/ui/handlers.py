@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import random
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +19,31 @@ import gradio as gr
 import pandas as pd
 
 from lib.access import Caller
+from lib.audio import encode, wav_bytes
 from lib.errors import TTSError, ValidationError
 from lib.export import export_phrases
 from lib.phrases import PhraseRules, expand, load_phrases
 from lib.preload import PreloadReport, preload
 from lib.request import TTSRequest
+from lib.results import SynthesisResult
 from lib.service import TTSService
+from lib.templates import load_templates
 from lib.textnorm import cut_fields
 from lib.ui.views import badge_html, hit_rate_frame, latency_frame, stats_markdown, top_frame
 from lib.validate import MAX_SEED
 
-__all__ = ["MODE_CHOICES", "Handlers", "build_request"]
+__all__ = ["LIVE_NOTICE", "MODE_CHOICES", "Handlers", "build_request", "live_playback_available"]
+
+#: Shown instead of the live player when ffmpeg is missing.
+LIVE_NOTICE = (
+    "Results play when they are complete. To hear them while they are made (边合成边播放), "
+    "install ffmpeg (`apt-get install ffmpeg`) and restart: Gradio encodes the live stream with it."
+)
+
+
+def live_playback_available() -> bool:
+    """Gradio's streaming audio output encodes with the ffmpeg program."""
+    return shutil.which("ffmpeg") is not None
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -89,11 +105,42 @@ class Handlers:
         try:
             request = build_request(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
             result = self.service.synthesise(request)
-            path = result.path if fmt == "wav" else self.service.files.write(
-                f"{result.key}.{fmt}", self.service.audio_bytes(result.audio, fmt)
-            )
+            path = self._file(result, fmt)
         except TTSError as exc:
             raise gr.Error(str(exc)) from exc
+        return path, badge_html(result.cache), self._details(result)
+
+    def synthesise_live(
+        self, mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, text: str, style: str,
+        seed: float | None, speed: float, fmt: str, use_cache: bool,
+    ) -> Iterator[tuple[Any, Any, str, str]]:  # fmt: skip
+        """Like :meth:`synthesise`, but the live player gets each sentence as soon as it
+        exists; the result player gets the whole file at the end. Leaving the page does
+        not stop the synthesis: the result is still cached."""
+        try:
+            request = build_request(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
+            answer = self.service.stream(request)
+            badge = badge_html(answer.cache)
+            for pcm in answer.chunks:
+                yield wav_bytes(pcm, answer.sample_rate), gr.skip(), badge, "Generating 生成中…"
+            result = answer.result()
+            path = self._file(result, fmt)
+        except TTSError as exc:
+            raise gr.Error(str(exc)) from exc
+        yield gr.skip(), path, badge_html(result.cache), self._details(result)
+
+    def _file(self, result: SynthesisResult, fmt: str) -> str:
+        if fmt == "wav":
+            return str(result.path)
+        if result.cache == "COMPOSED":
+            # Not the entry stored under this key (a refined one may be): never keep its transcode.
+            data = encode(result.audio.pcm, result.sample_rate, fmt)
+        else:
+            data = self.service.audio_bytes(result.audio, fmt)
+        return str(self.service.files.write(f"{result.key}.{fmt}", data))
+
+    @staticmethod
+    def _details(result: SynthesisResult) -> str:
         t = result.timings
         details = (
             f"**Key 键**: `{result.key}`  \n**Time 用时**: {t.get('total', 0):.1f} ms"
@@ -103,7 +150,7 @@ class Handlers:
         notes = {k: v for k, v in result.info.items() if v not in ([], "", None)}
         if notes:
             details += f"  \n**Notes 说明**: `{json.dumps(notes, ensure_ascii=False)}`"
-        return str(path), badge_html(result.cache), details
+        return details
 
     @staticmethod
     def roll_seed() -> int:
@@ -223,18 +270,25 @@ class Handlers:
         rules = PhraseRules.from_config(self.service.config.preload, own_folder=not upload)
         try:
             requests = expand(load_phrases(path, rules))
+            templates = load_templates(path, rules)
         except TTSError as exc:
             raise gr.Error(str(exc)) from exc
-        progress((0, len(requests)), desc="Preloading 预加载", unit="phrases")
+        total = len(requests) + sum(len(self.service.templates.pieces(t)) for t in templates)
+        progress((0, total), desc="Preloading 预加载", unit="phrases")
 
         def step(report: PreloadReport) -> None:
-            progress((report.total, len(requests)), desc="Preloading 预加载", unit="phrases")
+            progress((report.total, total), desc="Preloading 预加载", unit="phrases")
 
         try:
             report = preload(
-                self.service, requests, workers=1, force=force, on_done=step, caller=self.caller(request, token)
-            )
+                self.service, requests, workers=1, force=force, on_done=step, caller=self.caller(request, token),
+                templates=templates,
+            )  # fmt: skip
         except TTSError as exc:
             raise gr.Error(str(exc)) from exc
+        # From now on this service composes answers from the list's templates too.
+        self.service.templates.add(templates)
         lines = [f"`{report.summary()}`"] + [f"- {entry}: {message}" for entry, message in report.failures[:20]]
+        if templates:
+            lines.append(f"{len(templates)} template(s) active 模板已启用")
         return "\n".join(lines)

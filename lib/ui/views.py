@@ -11,9 +11,12 @@ import pandas as pd
 
 from lib.ui.shared_status import status_markdown
 
-__all__ = ["BADGE_COLOURS", "badge_html", "hit_rate_frame", "latency_frame", "stats_markdown", "top_frame"]
+__all__ = [
+    "BADGE_COLOURS", "badge_html", "hit_rate_frame", "latency_frame", "segments_line", "stats_markdown", "top_frame",
+]
 
-BADGE_COLOURS = {"HIT": "#15803d", "MISS": "#b45309", "BYPASS": "#475569"}
+BADGE_COLOURS = {"HIT": "#15803d", "MISS": "#b45309", "BYPASS": "#475569", "COMPOSED": "#1d4ed8"}
+"""HIT green, MISS amber, BYPASS grey, COMPOSED blue (made from a template's cached pieces)."""
 
 
 def badge_html(cache: str) -> str:
@@ -44,6 +47,7 @@ def stats_markdown(snap: dict[str, Any]) -> str:
         f"**In total 累计**: {snap['hits_total']} hits, {snap['misses_total']} misses  ",
         f"**Engine time saved 节省引擎时间**: {snap.get('engine_seconds_saved_total', 0):.1f} s in total, "
         f"{snap.get('engine_seconds_saved_last_hour', 0):.1f} s in the last hour  ",
+        segments_line(snap.get("since_start", {})),
         f"**Engine 引擎**: `{snap['tag']}`",
     ]
     if not snap.get("cache_available", True):
@@ -52,6 +56,18 @@ def stats_markdown(snap: dict[str, Any]) -> str:
     if shared:
         lines.append("\n" + shared)
     return "\n".join(lines)
+
+
+def segments_line(since: dict[str, Any]) -> str:
+    """Segments reused and synthesised, composed answers, streams and their mean time to
+    first audio, since start."""
+    streams = int(since.get("streams", 0))
+    first = f", first audio after {since.get('first_audio_ms', 0) / streams:.0f} ms on average" if streams else ""
+    return (
+        f"**Segments 分句**: {since.get('segments_reused', 0)} reused, "
+        f"{since.get('segments_synthesised', 0)} synthesised; **Composed 模板拼接**: {since.get('composed', 0)}; "
+        f"**Streamed 流式**: {streams}{first}  "
+    )
 
 
 def latency_frame(samples: Sequence[tuple[float, str, float]]) -> pd.DataFrame:

@@ -1,0 +1,179 @@
+"""How pieces of engine audio become one result: trimming, loudness, pauses, crossfades
+and the tail of silence.
+
+A result is made of *units*: the sentence segments of a text (:mod:`lib.segments`), or
+one template sentence composed from its pieces (:mod:`lib.templates`). Each unit is
+trimmed of the silence the engine left at its edges (so that the pauses are the ones
+configured, not the engine's), brought to the loudness target on its own (so a quiet
+sentence next to a loud one is not left quiet, and so that a unit can be finished, and
+streamed, before the next exists), then joined: a pause by punctuation with short fades,
+or, where there is no pause, a crossfade. Every result ends with a tail of silence.
+
+:class:`Joiner` emits audio as units arrive and the concatenation of what it emits is
+the whole result, bit for bit: the streamed answer and the cached one are one thing.
+
+:attr:`Finish.recipe` names all of this in the key of every finished result (see
+:class:`lib.cache.keys.KeyFields`): a change of any setting makes new keys, while the
+segments, which are raw engine output, are reused as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from lib.config import AppConfig
+from lib.loudness import integrated_loudness, normalise
+from lib.segments import SPLIT_VERSION
+
+__all__ = ["ASSEMBLY_VERSION", "Finish", "Joiner", "to_float", "trim", "unit_loudness"]
+
+_LOGGER = logging.getLogger(__name__)
+
+#: Part of every recipe: bump when trimming, gain or joining change what they make.
+ASSEMBLY_VERSION = 1
+
+#: Silence kept before the first and after the last loud sample of a unit, in seconds.
+_LEAD, _TRAIL = 0.02, 0.04
+#: "Loud" starts this far below the unit's peak (and never below -80 dBFS).
+_SILENCE_DB = -45.0
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The settings that turn units into a result (``segments:`` and ``templates:`` in
+    config.yaml)."""
+
+    max_chars: int = 80
+    pause_sentence: float = 0.3
+    pause_clause: float = 0.15
+    crossfade: float = 0.01
+    tail: float = 0.2
+    loudness: float | None = -16.0
+    char_gap: float = 0.06
+    """Pause between the spelled characters of a template slot (not in the recipe:
+    composed answers are never stored)."""
+
+    @classmethod
+    def from_config(cls, config: AppConfig) -> Finish:
+        s = config.segments
+        return cls(
+            max_chars=s.max_chars, pause_sentence=s.pause_sentence, pause_clause=s.pause_clause,
+            crossfade=s.crossfade, tail=s.tail, loudness=s.loudness, char_gap=config.templates.char_gap,
+        )  # fmt: skip
+
+    @property
+    def identity(self) -> bool:
+        """Whether a single-segment result is the engine's audio untouched (no tail, no
+        loudness target): then its key is the one it had before segments existed."""
+        return self.tail == 0 and self.loudness is None
+
+    @property
+    def recipe(self) -> str:
+        """Canonical text of every setting that changes an assembled result."""
+        doc = {
+            "v": [SPLIT_VERSION, ASSEMBLY_VERSION],
+            "max": self.max_chars,
+            "pause": [round(self.pause_sentence, 3), round(self.pause_clause, 3)],
+            "xf": round(self.crossfade, 4),
+            "tail": round(self.tail, 3),
+            "lufs": None if self.loudness is None else round(self.loudness, 2),
+        }
+        return json.dumps(doc, separators=(",", ":"), sort_keys=True)
+
+    def pause(self, kind: str) -> float:
+        """Seconds of silence after a segment whose pause is ``kind``."""
+        return {"sentence": self.pause_sentence, "clause": self.pause_clause}.get(kind, 0.0)
+
+    def level(self, x: NDArray[Any], rate: int, loudness: float | None = None) -> NDArray[Any]:
+        """``x`` brought to the loudness target (unchanged without one); ``loudness``:
+        its loudness when known."""
+        if self.loudness is None or x.size == 0:
+            return x
+        return normalise(x, rate, self.loudness, loudness)
+
+    def unit(self, pcm: NDArray[Any], rate: int, meta: Mapping[str, Any] | None = None) -> NDArray[Any]:
+        """One unit ready to join: trimmed and levelled float32. ``meta``: the segment's,
+        whose ``unit_lufs`` (see :func:`unit_loudness`) spares measuring it again."""
+        x = trim(to_float(pcm), rate)
+        known = (meta or {}).get("unit_lufs")
+        loudness = float(known[1]) if isinstance(known, list) and known[:1] == [ASSEMBLY_VERSION] else None
+        return self.level(x, rate, loudness)
+
+    def silence(self, seconds: float, rate: int) -> NDArray[Any]:
+        return np.zeros(round(seconds * rate), dtype=np.float32)
+
+
+def unit_loudness(pcm: NDArray[Any], rate: int) -> list[float]:
+    """``[ASSEMBLY_VERSION, LUFS]`` of a segment as a unit (trimmed), kept in its entry's
+    meta when it is made, so that every result reusing it skips the measurement."""
+    loudness = integrated_loudness(trim(to_float(pcm), rate), rate)
+    return [ASSEMBLY_VERSION, round(loudness, 4) if math.isfinite(loudness) else -200.0]
+
+
+def to_float(pcm: NDArray[Any]) -> NDArray[Any]:
+    """int16 -> float32 on the scale :func:`lib.audio.float_to_int16` inverts exactly."""
+    out: NDArray[Any] = np.asarray(pcm, dtype=np.float32) / np.float32(32767.0)
+    return out
+
+
+def trim(x: NDArray[Any], rate: int) -> NDArray[Any]:
+    """``x`` without the silence at its edges, keeping a short margin of it."""
+    if x.size == 0:
+        return x
+    magnitude = np.abs(x)
+    peak = float(magnitude.max())
+    floor = max(peak * 10.0 ** (_SILENCE_DB / 20.0), 1e-4)
+    loud = np.flatnonzero(magnitude > floor)
+    if loud.size == 0:
+        return x
+    start = max(int(loud[0]) - int(_LEAD * rate), 0)
+    end = min(int(loud[-1]) + 1 + int(_TRAIL * rate), x.size)
+    return x[start:end]
+
+
+class Joiner:
+    """Joins units as they come: ``push`` returns what can be played now, ``close``
+    the rest. Linear fades of ``crossfade`` seconds at every unit's edges; where the gap
+    after a unit is 0 its fade-out overlaps the next unit's fade-in (a crossfade), so
+    the last samples of such a unit are held back until the next one arrives."""
+
+    def __init__(self, rate: int, crossfade: float) -> None:
+        self.rate = rate
+        self.fade = max(round(crossfade * rate), 0)
+        self._held: NDArray[Any] | None = None
+
+    def push(self, x: NDArray[Any], gap: float) -> NDArray[Any]:
+        """Add a unit followed by ``gap`` seconds of silence (0: crossfade into the next)."""
+        x = np.array(x, dtype=np.float32, copy=True)
+        n = min(self.fade, x.size // 2)
+        if n:
+            ramp = np.linspace(0.0, 1.0, n + 2, dtype=np.float32)[1:-1]
+            x[:n] *= ramp
+            x[-n:] *= ramp[::-1]
+        parts: list[NDArray[Any]] = []
+        if self._held is not None:
+            held, self._held = self._held, None
+            m = min(held.size, n)  # the held fade-out lies over this unit's fade-in
+            if m:
+                x[:m] += held[held.size - m :]
+            parts.append(held[: held.size - m])
+        if gap > 0:
+            parts += [x, np.zeros(round(gap * self.rate), dtype=np.float32)]
+        else:
+            parts.append(x[: x.size - n])
+            self._held = x[x.size - n :] if n else None
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+
+    def close(self, tail: float = 0.0) -> NDArray[Any]:
+        """What is still held, then ``tail`` seconds of silence."""
+        held = self._held if self._held is not None else np.zeros(0, dtype=np.float32)
+        self._held = None
+        return np.concatenate([held, np.zeros(round(tail * self.rate), dtype=np.float32)])

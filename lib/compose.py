@@ -1,0 +1,309 @@
+"""Making a result on a miss: from sentence segments, or from a template's pieces.
+
+The path, for a request whose whole result is not cached:
+
+1. The result's key gets a single-flight (in this process, then a lease across
+   processes): one thread anywhere makes it, the others wait and get it.
+2. The leader splits the text into segments (:mod:`lib.segments`). Each segment is a
+   request of its own (same voice, style, seed, speed; only the text differs, so a
+   sentence reused anywhere has the same key): looked up, or synthesised under its own
+   single-flight and stored. An edited paragraph costs only its new sentences.
+3. Each segment is finished and joined as it comes (:mod:`lib.assemble`), and handed
+   to ``on_chunk`` at once, which is how an answer streams; the joined whole is stored
+   under the result's key, so a repeated paragraph is one lookup.
+
+A text of one segment stores only the finished result (as before segments existed, one
+entry per short phrase), but still uses a stored segment of the same text: one made
+inside a paragraph, a template piece, or an entry made before this code (its key is the
+raw key it always had). When nothing is applied to it (no tail, no loudness target) its
+key *is* the raw key and the path is exactly the old one: one engine call, stored.
+
+Template answers (:meth:`Composer.compose`) join the pieces with crossfades and the
+slot pauses, level the sentence as one unit and add the tail; they are not stored
+(every ticket number would be a new entry), their pieces are.
+
+Stored entries are marked in ``meta["role"]``: ``segment`` (a sentence of a longer
+text), ``piece`` (a template piece, with ``meta["template"]``), ``result`` (a finished
+result; a segmented one lists its ``segments`` keys). Eviction policies can use it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from lib.assemble import Finish, Joiner, to_float, trim, unit_loudness
+from lib.audio import float_to_int16
+from lib.cache.entry import CachedAudio
+from lib.cache.leases import NO_LEASE, Lease, Leases, Renewer
+from lib.cache.singleflight import LocalFlights, lead_or_wait
+from lib.cache.tiers import Tiers
+from lib.config import AppConfig
+from lib.metrics import Metrics
+from lib.produce import Producer
+from lib.request import Resolved
+from lib.segments import split
+from lib.stats import Stats
+from lib.templatebook import Match
+
+__all__ = ["Composer", "Made", "OnChunk"]
+
+_LOGGER = logging.getLogger(__name__)
+
+#: Receives each finished stretch of a result (int16 PCM) as soon as it exists.
+OnChunk = Callable[[NDArray[Any]], None]
+
+
+@dataclass
+class Made:
+    """How one answer was made."""
+
+    cache: str
+    """``MISS``, ``BYPASS``, ``COMPOSED``, or ``HIT`` when another thread or process
+    made it while this one waited."""
+    tier: str = ""
+    segments: int = 0
+    reused: int = 0
+    """Segments or pieces found in the cache."""
+    synthesised: int = 0
+    """Segments or pieces the engine made for this answer."""
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def spend(self, spent: dict[str, float]) -> None:
+        for name, ms in spent.items():
+            self.timings[name] = round(self.timings.get(name, 0.0) + ms, 3)
+
+    def info(self) -> dict[str, Any]:
+        if not self.segments:
+            return {}
+        return {"segments": self.segments, "segments_reused": self.reused, "segments_synthesised": self.synthesised}
+
+
+class Composer:
+    """Results from segments and pieces, through the cache tiers."""
+
+    def __init__(
+        self, tiers: Tiers, producer: Producer, leases: Leases | None, renewer: Renewer | None,
+        config: AppConfig, metrics: Metrics, stats: Stats, on_lock_error: Callable[[BaseException], None],
+    ) -> None:  # fmt: skip
+        self.tiers = tiers
+        self.producer = producer
+        self.leases = leases
+        self.renewer = renewer
+        self.config = config
+        self.finish = Finish.from_config(config)
+        self.metrics = metrics
+        self.stats = stats
+        self._on_lock_error = on_lock_error
+        self.flights: LocalFlights[tuple[CachedAudio, bool]] = LocalFlights(timeout=config.cache.lock_timeout)
+
+    # -- answers --------------------------------------------------------------------------
+
+    def make(self, r: Resolved, on_chunk: OnChunk | None = None) -> tuple[CachedAudio, Made]:
+        """The result of a cache miss, made once across threads and processes."""
+        made = Made("MISS")
+
+        def produce(lease: Lease) -> CachedAudio:
+            entry = self._build(r, made, on_chunk, use_cache=True)
+            if r.store:
+                self.tiers.keep(entry, lease, origin=r.origin)  # releases the lease once the entry is on disk
+            else:
+                lease.release()
+            return entry
+
+        # A result that will not be stored gains nothing from a lease (a waiter would find
+        # nothing and run the engine itself), and a lease would write the key to the lock
+        # store or Redis: store=false takes none and leaves no trace there.
+        entry, mine = self._flight(r.key, produce, shared=r.store)
+        if not mine:  # another thread or process made it meanwhile
+            made = Made("HIT", tier="single-flight")
+            if on_chunk is not None:
+                on_chunk(entry.pcm)
+        return entry, made
+
+    def bypass(self, r: Resolved, on_chunk: OnChunk | None = None) -> tuple[CachedAudio, Made]:
+        """The result made without reading or writing any tier."""
+        made = Made("BYPASS")
+        return self._build(r, made, on_chunk, use_cache=False), made
+
+    def compose(self, r: Resolved, match: Match) -> tuple[CachedAudio, Made]:
+        """A template answer from its pieces (made and stored when missing)."""
+        made = Made("COMPOSED")
+        finish = self.finish
+        joiner: Joiner | None = None
+        parts: list[NDArray[Any]] = []
+        rate = 0
+        for i, (text, gap) in enumerate(match.pieces):
+            piece = self._part(r, text)
+            raw = self._segment(piece, made, use_cache=True, store=r.store, role="piece", template=match.template.id)
+            rate = raw.sample_rate
+            joiner = joiner or Joiner(rate, finish.crossfade)
+            last = i == len(match.pieces) - 1
+            parts.append(joiner.push(trim(to_float(raw.pcm), rate), 0.0 if last else gap))
+        assert joiner is not None
+        parts.append(joiner.close())
+        whole = finish.level(np.concatenate(parts), rate)
+        pcm = float_to_int16(np.concatenate([whole, finish.silence(finish.tail, rate)]))
+        made.segments = len(match.pieces)
+        meta = self._meta(r, [], role="composed")
+        meta["info"] = {"template": match.template.entry}
+        return CachedAudio.from_pcm(r.key, pcm, rate, meta), made
+
+    def piece(self, p: Resolved, template: str, *, force: bool = False, dry_run: bool = False) -> str:
+        """Make sure one template piece is stored and marked as one (the preload);
+        ``generated`` or ``cached``."""
+        found = self.tiers.lookup(p.key)
+        if found is not None and not force:
+            entry = found[0]
+            if entry.meta.get("role") != "piece" and not dry_run:
+                # Made as a sentence before: mark it, so that eviction sees a piece.
+                self.tiers.keep(_marked(entry, "piece", template), NO_LEASE, origin=p.origin)
+            return "cached"
+        if dry_run:
+            return "generated"
+        if found is not None:
+            self.tiers.forget(p.key)
+        made = Made("MISS")
+        self._segment(p, made, use_cache=True, store=True, role="piece", template=template)
+        return "generated" if made.synthesised else "cached"
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _build(self, r: Resolved, made: Made, on_chunk: OnChunk | None, *, use_cache: bool) -> CachedAudio:
+        if not r.fields.finish:
+            # The engine's audio is the answer, under its own raw key (the old path).
+            entry, spent = self.producer.produce(r)
+            made.spend(spent)
+            if on_chunk is not None:
+                on_chunk(entry.pcm)
+            return entry
+        finish = self.finish
+        segments = split(r.fields.text, finish.max_chars)
+        single = len(segments) == 1
+        joiner: Joiner | None = None
+        chunks: list[NDArray[Any]] = []
+        keys: list[str] = []
+        cost = 0.0
+        info: dict[str, Any] = {}
+        rate = 0
+        for i, seg in enumerate(segments):
+            part = self._part(r, seg.text)
+            store = use_cache and r.store and not single
+            raw = self._segment(part, made, use_cache=use_cache, store=store, role="segment")
+            rate = raw.sample_rate
+            keys.append(raw.key)
+            cost += float(raw.meta.get("engine_seconds", 0.0))
+            info = info or dict(raw.meta.get("info", {}))
+            joiner = joiner or Joiner(rate, finish.crossfade)
+            last = i == len(segments) - 1
+            out = joiner.push(finish.unit(raw.pcm, rate, raw.meta), 0.0 if last else finish.pause(seg.pause))
+            if last:
+                out = np.concatenate([out, joiner.close(finish.tail)])
+            pcm = float_to_int16(out)
+            chunks.append(pcm)
+            if on_chunk is not None and pcm.size:
+                on_chunk(pcm)
+        made.segments = len(segments)
+        meta = self._meta(r, keys if not single else [], role="result")
+        meta["engine_seconds"] = round(cost, 4)
+        meta["info"] = dict(info, segments=len(segments))
+        return CachedAudio.from_pcm(r.key, np.concatenate(chunks), rate, meta)
+
+    def _segment(
+        self, part: Resolved, made: Made, *, use_cache: bool, store: bool, role: str, template: str = ""
+    ) -> CachedAudio:
+        """One segment or piece: from the cache, or made (once across threads and
+        processes when it is to be stored)."""
+        if use_cache:
+            found = self.tiers.lookup(part.key)
+            if found is not None:
+                self._count(made, reused=True)
+                return found[0]
+
+        def produce(lease: Lease) -> CachedAudio:
+            entry, spent = self.producer.produce(part)
+            made.spend(spent)
+            entry = _marked(entry, role, template, unit_loudness(entry.pcm, entry.sample_rate))
+            if store:
+                self.tiers.keep(entry, lease, origin=part.origin)
+            else:
+                lease.release()
+            return entry
+
+        if not (use_cache and store):
+            entry = produce(NO_LEASE)
+            self._count(made, reused=False)
+            return entry
+        entry, mine = self._flight(part.key, produce)
+        self._count(made, reused=not mine)
+        return entry
+
+    def _count(self, made: Made, *, reused: bool) -> None:
+        name = "reused" if reused else "synthesised"
+        if reused:
+            made.reused += 1
+        else:
+            made.synthesised += 1
+        self.metrics.segments.labels(name).inc()
+        self.stats.add(f"segments_{name}")
+
+    def _flight(
+        self, key: str, produce: Callable[[Lease], CachedAudio], *, shared: bool = True
+    ) -> tuple[CachedAudio, bool]:
+        """``(entry, True)`` when this thread produced it, ``(entry, False)`` when another
+        thread or process did (or had stored it). ``shared=False``: this process only,
+        no lease."""
+        cache = self.config.cache
+        leases = self.leases if shared else None
+
+        def lead() -> tuple[CachedAudio, bool]:
+            return lead_or_wait(
+                key, leases, self.renewer, lease=cache.lock_lease, timeout=cache.lock_timeout,
+                lookup=lambda: self.tiers.find(key), produce=produce, on_lock_error=self._on_lock_error,
+            )  # fmt: skip
+
+        (entry, produced), led = self.flights.run(key, lead)
+        return entry, produced and led
+
+    @staticmethod
+    def _part(r: Resolved, text: str) -> Resolved:
+        """The raw request for one segment or piece of ``r``: only the text differs."""
+        fields = dataclasses.replace(r.fields, text=text, finish="")
+        return dataclasses.replace(r, fields=fields, key=fields.key)
+
+    def _meta(self, r: Resolved, segment_keys: list[str], *, role: str) -> dict[str, Any]:
+        now = time.time()
+        engine = self.producer.engine
+        meta: dict[str, Any] = {
+            "created": now,
+            "expires": None if r.ttl is None else now + r.ttl,
+            "engine": engine.name,
+            "model_version": engine.model_version,
+            "tag": self.producer.tag,
+            "voice": r.fields.voice,
+            "mode": r.fields.mode,
+            "role": role,
+        }
+        if segment_keys:
+            meta["segments"] = segment_keys
+        if self.config.cache.store_text:
+            meta["text"] = r.fields.text
+        return meta
+
+
+def _marked(entry: CachedAudio, role: str, template: str = "", lufs: list[float] | None = None) -> CachedAudio:
+    if not role:
+        return entry
+    meta = dict(entry.meta, role=role)
+    if template:
+        meta["template"] = template
+    if lufs is not None:
+        meta["unit_lufs"] = lufs
+    return dataclasses.replace(entry, meta=meta)

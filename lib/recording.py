@@ -1,0 +1,82 @@
+"""What each request leaves behind: a line in the log, its statistics and its metrics.
+
+One place for it, because three paths answer requests (a whole answer, a streamed one
+whose result is recorded by the thread that makes it, and errors at any step) and all
+must count alike. Requests whose caller asked for no trace (bypass, ``store=false``, or
+``cache.store_text: false``) leave no text in the statistics; logs cut text to 32
+characters.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from lib.config import AppConfig
+from lib.errors import TTSError
+from lib.metrics import Metrics
+from lib.request import ConvertRequest, Resolved, TTSRequest
+from lib.results import SynthesisResult
+from lib.stats import Phrase, Stats
+from lib.textnorm import cut_text
+
+__all__ = ["AnyRequest", "Recorder"]
+
+#: What the service answers: a synthesis or a conversion.
+AnyRequest = TTSRequest | ConvertRequest
+
+_LOGGER = logging.getLogger("lib.service")  # the request log keeps its name
+
+
+class Recorder:
+    def __init__(self, stats: Stats, metrics: Metrics, config: AppConfig) -> None:
+        self.stats = stats
+        self.metrics = metrics
+        self.config = config
+
+    def record(self, request: AnyRequest, r: Resolved, result: SynthesisResult, started: float) -> None:
+        """One answered request (``started``: its ``time.perf_counter()``)."""
+        seconds = time.perf_counter() - started
+        label = result.cache.lower()
+        saved = float(result.audio.meta.get("engine_seconds", 0.0)) if result.cache == "HIT" else 0.0
+        self.stats.record(
+            label, seconds, key=result.key, phrase=self.phrase(r), origin=r.origin, saved_ms=saved * 1e3
+        )
+        if saved:
+            self.metrics.engine_seconds_saved.inc(saved)
+        self.metrics.requests.labels(label).inc()
+        self.metrics.latency.labels(label).observe(seconds)
+        _LOGGER.info("%s key=%s %.1f ms text=%r", result.cache, result.key, seconds * 1e3, cut_text(r.fields.text))
+
+    def failed(self, request: AnyRequest, r: Resolved | None, exc: TTSError, started: float) -> None:
+        seconds = time.perf_counter() - started
+        self.stats.record("error", seconds, origin=_origin(request))
+        self.metrics.requests.labels("error").inc()
+        self.metrics.latency.labels("error").observe(seconds)
+        key = r.key if r is not None else "-"
+        text = getattr(request, "text", "")
+        text = text if isinstance(text, str) else ""
+        # The client gets the whole message; the log gets what failed, not the
+        # message, which may quote more of the caller's input (user text stays <= 32).
+        why = str(exc) if exc.http_status >= 500 else f"{type(exc).__name__} ({exc.http_status})"
+        _LOGGER.info("request failed key=%s text=%r: %s", key, cut_text(text), why)
+
+    def first_audio(self, cache: str, started: float) -> None:
+        """The first audio of a streamed answer is ready to send."""
+        seconds = time.perf_counter() - started
+        self.metrics.first_audio.labels(cache.lower()).observe(seconds)
+        self.stats.add("streams")
+        self.stats.add("first_audio_ms", seconds * 1e3)
+
+    def phrase(self, r: Resolved) -> Phrase | None:
+        """What the statistics may remember of ``r``: nothing of a request whose caller
+        asked for no trace (bypass, ``store=false``), when texts are not kept, or of a
+        conversion (its "text" is the source recording's fingerprint)."""
+        if not (r.use_cache and r.store and self.config.cache.store_text) or r.source is not None:
+            return None
+        f = r.fields
+        return Phrase(f.text, r.voice_name, f.voice, f.style, f.seed, f.speed, f.mode)
+
+
+def _origin(request: AnyRequest) -> str:
+    return "preload" if request.origin == "preload" else "user"

@@ -1,0 +1,205 @@
+"""The templates a running service answers, and matching a request against them.
+
+Where the service gets its templates: ``templates.file`` in the configuration (default
+``hot_phrases.json`` in the working directory, the list ``./run.sh`` preloads; a missing
+file means none; null turns them off), plus the templates of every list run through the
+web UI's Preload tab (they replace templates with the same text and voice settings).
+``preload_cache.py`` in another process makes the pieces in the shared cache but cannot
+tell a running server about new templates: put them in the configured file.
+
+A request matches a template when its normalised text matches the template's pattern
+(fixed parts normalised like request text; a final ``。`` or ``.`` may be left out) and
+it asks for exactly the template's voice, style, seed, speed and mode: the pieces were
+made with those, and a request for another voice must not get them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lib.assemble import Finish
+from lib.cache.keys import KeyFields
+from lib.errors import TTSError
+from lib.request import Resolved, TTSRequest
+from lib.segments import split
+from lib.templates import Template, fixed_piece, load_templates
+from lib.textnorm import cut_text
+
+__all__ = ["Match", "TemplateBook"]
+
+_LOGGER = logging.getLogger(__name__)
+
+_ENDS = "。！？!?."
+_CLAUSES = "，,、；;：:"
+_SENTINEL = 0xE000  # private-use characters stand in for slots while the text is normalised
+
+
+@dataclass(frozen=True)
+class Match:
+    """A request composed from ``template``'s pieces: each piece text and the seconds of
+    pause after it (0: crossfade into the next)."""
+
+    template: Template
+    pieces: tuple[tuple[str, float], ...]
+
+
+@dataclass
+class _Compiled:
+    template: Template
+    regex: re.Pattern[str]
+    fixed: tuple[str, ...]
+    """The template's fixed parts, normalised like request text."""
+    base: KeyFields | None = None
+    """The key fields of the template's voice and settings (text blank), once resolved."""
+    broken: bool = False
+
+
+class TemplateBook:
+    """Thread-safe set of templates. ``resolve`` resolves a request without synthesis
+    (the service's), ``normalise`` normalises text as requests are normalised."""
+
+    def __init__(
+        self, resolve: Callable[[TTSRequest], Resolved], normalise: Callable[[str], str], finish: Finish
+    ) -> None:
+        self._resolve = resolve
+        self._normalise = normalise
+        self.finish = finish
+        self._lock = threading.Lock()
+        self._compiled: dict[str, _Compiled] = {}
+
+    def __len__(self) -> int:
+        return len(self._compiled)
+
+    def templates(self) -> list[Template]:
+        with self._lock:
+            return [c.template for c in self._compiled.values()]
+
+    def load(self, path: str | Path) -> int:
+        """Add the templates of a phrase file; a missing file adds none. Raises
+        :class:`lib.phrases.PhraseFileError` for an invalid one."""
+        if not Path(path).is_file():
+            _LOGGER.info("no template file at %s; no templates", path)
+            return 0
+        templates = load_templates(path)
+        self.add(templates)
+        return len(templates)
+
+    def add(self, templates: Iterable[Template]) -> None:
+        for template in templates:
+            compiled = self._compile(template)
+            with self._lock:
+                self._compiled[template.id] = compiled
+
+    # -- matching ------------------------------------------------------------------------
+
+    def match(self, r: Resolved) -> Match | None:
+        """The template ``r`` can be composed from, with its pieces, or None."""
+        if not self._compiled:
+            return None
+        text = r.fields.text
+        with self._lock:
+            candidates = list(self._compiled.values())
+        for c in candidates:
+            m = c.regex.fullmatch(text)
+            if m is None or c.broken:
+                continue
+            base = self._base(c)
+            if base is None or dataclasses.replace(r.fields, text="", finish="") != base:
+                continue
+            return Match(c.template, tuple(self._pieces(c, m)))
+        return None
+
+    def pieces(self, template: Template) -> list[str]:
+        """The normalised texts of the pieces the preload makes for ``template``."""
+        c = self._compiled.get(template.id) or self._compile(template)
+        return list(dict.fromkeys(self._normalise(p) for p in template.pieces(c.fixed)))
+
+    def piece_request(self, template: Template, text: str) -> Resolved | None:
+        """The resolved request of one raw piece of ``template`` (None if its voice
+        cannot be used by this engine)."""
+        c = self._compiled.get(template.id) or self._compile(template)
+        base = self._base(c)
+        if base is None:
+            return None
+        resolved = self._resolve(template.request(text))
+        fields = dataclasses.replace(resolved.fields, finish="")
+        return dataclasses.replace(resolved, fields=fields, key=fields.key)
+
+    def _base(self, c: _Compiled) -> KeyFields | None:
+        if c.base is None and not c.broken:
+            sample = fixed_piece(c.fixed[0]) or fixed_piece(c.fixed[-1]) or "template"
+            try:
+                resolved = self._resolve(c.template.request(sample))
+            except TTSError as exc:
+                _LOGGER.warning("template %s cannot be used here (%s); requests are synthesised whole",
+                                c.template.entry, exc)  # fmt: skip
+                c.broken = True
+                return None
+            c.base = dataclasses.replace(resolved.fields, text="", finish="")
+        return c.base
+
+    def _pieces(self, c: _Compiled, m: re.Match[str]) -> list[tuple[str, float]]:
+        items: list[list[object]] = []  # [text, pause after]
+        finish = self.finish
+
+        def pause(seconds: float) -> None:
+            if items:
+                items[-1][1] = max(float(items[-1][1]), seconds)  # type: ignore[arg-type]
+
+        for i, fixed in enumerate(c.fixed):
+            lead = fixed.strip()
+            head = lead[: len(lead) - len(lead.lstrip(_ENDS + _CLAUSES + " "))]
+            pause(_pause_of(head, finish))
+            piece = fixed_piece(fixed)
+            if piece:
+                items.append([piece, 0.0])
+                pause(_pause_of(piece[-1], finish))
+            if i + 1 < len(c.fixed):
+                name = c.template.parts[2 * i + 1]
+                readings = c.template.slot_pieces(name, m.group(f"s_{name}"))
+                for j, text in enumerate(readings):
+                    items.append([self._normalise(text), 0.0])
+                    if j + 1 < len(readings) and c.template.slots[name].read == "characters":
+                        pause(finish.char_gap)
+        return [(str(text), float(gap)) for text, gap in items]  # type: ignore[arg-type]
+
+    # -- compiling ----------------------------------------------------------------------
+
+    def _compile(self, template: Template) -> _Compiled:
+        """The pattern of ``template`` over normalised text: the fixed parts are
+        normalised together (with stand-ins for the slots), so white space and folding
+        match what requests get."""
+        marked = "".join(
+            part if i % 2 == 0 else chr(_SENTINEL + i // 2) for i, part in enumerate(template.parts)
+        )
+        normal = self._normalise(marked)
+        fixed = re.split("[" + "".join(chr(_SENTINEL + k) for k in range(len(template.parts) // 2)) + "]", normal)
+        pattern = ""
+        for i, part in enumerate(fixed):
+            if i == len(fixed) - 1 and part and part[-1] in _ENDS:
+                stem = part.rstrip(_ENDS)
+                pattern += re.escape(stem) + f"(?:{re.escape(part[len(stem):])})?"
+            else:
+                pattern += re.escape(part)
+            if i + 1 < len(fixed):
+                name = template.parts[2 * i + 1]
+                pattern += f"(?P<s_{name}>{template.slots[name].regex})"
+        pieces = [p for p in (fixed_piece(f) for f in fixed) if p]
+        if any(len(split(p, self.finish.max_chars)) > 1 for p in pieces):
+            _LOGGER.info("template %s has a fixed part of several sentences; it is still one piece", template.entry)
+        _LOGGER.debug("template %s: %s", template.entry, cut_text(pattern, 80))
+        return _Compiled(template, re.compile(pattern), tuple(fixed))
+
+
+def _pause_of(punctuation: str, finish: Finish) -> float:
+    if any(ch in _ENDS for ch in punctuation):
+        return finish.pause_sentence
+    if any(ch in _CLAUSES for ch in punctuation):
+        return finish.pause_clause
+    return 0.0
