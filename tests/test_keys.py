@@ -73,3 +73,17 @@ def test_speed_is_keyed_to_three_decimals() -> None:
 def test_key_shape_and_tag() -> None:
     assert KEY_RE.match(cache_key(BASE))
     assert model_tag("builtin", "builtin-1") == "builtin:builtin-1"
+
+
+def test_pinned_key_of_a_finished_result() -> None:
+    """A finished result (segments joined, loudness, tail) adds the assembly recipe as an
+    eleventh element; raw engine output keeps the ten-element form above, so entries
+    made before segments existed are reused as segments."""
+    from lib.assemble import Finish
+
+    recipe = Finish().recipe
+    assert recipe == '{"lufs":-16.0,"max":80,"pause":[0.3,0.15],"tail":0.2,"v":[1,1],"xf":0.01}'
+    finished = dataclasses.replace(BASE, finish=recipe)
+    assert finished.canonical().startswith(BASE.canonical()[:-1] + b",")
+    assert cache_key(finished) == "ae85a70074dd1f120ec4f43d0fab47db"
+    assert cache_key(dataclasses.replace(BASE, finish="")) == cache_key(BASE)

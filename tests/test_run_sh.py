@@ -17,6 +17,7 @@ import pytest
 from conftest import REPO
 
 from lib.phrases import load_phrases
+from lib.templates import load_templates
 
 pytestmark = pytest.mark.slow
 
@@ -62,7 +63,9 @@ def test_fresh_clone_sets_up_preloads_and_serves(tmp_path: Path, free_port: int)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TTS_", "VIRTUAL_ENV"))}
     env["TTS_CACHE_DIR"] = str(cache)
     url = f"http://127.0.0.1:{free_port}/"
+    # Every phrase, and every piece of the list's templates, is one preloaded request.
     phrases = len(load_phrases(clone / "hot_phrases.json"))
+    phrases += sum(len(t.pieces()) for t in load_templates(clone / "hot_phrases.json"))
 
     log = tmp_path / "first.log"
     proc = start(clone, log, env, "--port", str(free_port))

@@ -1,0 +1,203 @@
+"""``POST /api/tts`` with ``stream=true`` through a real server on a loopback port: audio
+arrives while later sentences are still being made, what is streamed is what is cached,
+and a client that goes away does not stop the segments from being made and cached.
+
+The engine is the tone engine behind a gate the test opens one synthesis at a time, so
+the order of events is asserted, never the wall clock."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from lib.api import create_app
+from lib.config import load_config
+from lib.engines.tone import ToneEngine
+from lib.request import TTSRequest
+from lib.service import TTSService
+from lib.streaming import open_wav_header
+from tests.api_server import LiveServer
+
+PARAGRAPH = "第一句话说的是天气。第二句话说的是交通。第三句话说的是时间。第四句话说的是地点。"
+HEADER = 44
+
+
+class GatedTone(ToneEngine):
+    """The tone engine, where each synthesis waits until the test lets one through."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Semaphore(0)
+        self.finished = 0
+
+    def synthesise(self, text: str, *args: Any, **kwargs: Any) -> Any:
+        if not self.gate.acquire(timeout=30):
+            raise RuntimeError("the test never opened the gate")
+        out = super().synthesise(text, *args, **kwargs)
+        self.finished += 1
+        return out
+
+    def let(self, n: int = 1) -> None:
+        for _ in range(n):
+            self.gate.release()
+
+
+@pytest.fixture
+def engine() -> GatedTone:
+    return GatedTone()
+
+
+@pytest.fixture
+def service(tmp_path: Path, engine: GatedTone) -> Iterator[TTSService]:
+    config = load_config(
+        env={"TTS_TEMPLATES_FILE": "null"},
+        overrides={"engine": "tone", "cache.dir": str(tmp_path / "cache"), "voices.prewarm": False},
+    )
+    svc = TTSService(config, engine)
+    yield svc
+    engine.let(100)
+    svc.close()
+
+
+@pytest.fixture
+def server(service: TTSService) -> Iterator[LiveServer]:
+    with LiveServer(create_app(service)) as live:
+        yield live
+
+
+def form(text: str = PARAGRAPH, **fields: Any) -> dict[str, str]:
+    data = {"voice": "tone-low", "text": text, "stream": "true"}
+    data.update({k: str(v) for k, v in fields.items()})
+    return data
+
+
+def mp3_length(data: bytes) -> tuple[int, int]:
+    """(samples, rate) by walking the MP3 frame headers (Layer III). libsndfile is no
+    judge here: without the Xing header a complete file has, it guesses the length."""
+    rates = {3: (44_100, 48_000, 32_000), 2: (22_050, 24_000, 16_000), 0: (11_025, 12_000, 8_000)}
+    kbps = {3: (0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320),
+            2: (0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160)}  # fmt: skip
+    at = samples = rate = 0
+    while at + 4 <= len(data):
+        assert data[at] == 0xFF and data[at + 1] & 0xE0 == 0xE0, f"no frame at byte {at}"
+        version, bitrate, rate_index = (data[at + 1] >> 3) & 3, data[at + 2] >> 4, (data[at + 2] >> 2) & 3
+        rate = rates[version][rate_index]
+        per_frame = 1152 if version == 3 else 576
+        size = (per_frame // 8) * kbps[3 if version == 3 else 2][bitrate] * 1000 // rate + ((data[at + 2] >> 1) & 1)
+        samples += per_frame
+        at += size
+    return samples, rate
+
+
+def read_until(chunks: Iterator[bytes], buffer: bytearray, size: int) -> None:
+    while len(buffer) < size:
+        buffer.extend(next(chunks))
+
+
+def test_the_first_sentence_plays_before_the_second_exists(
+    server: LiveServer, service: TTSService, engine: GatedTone
+) -> None:
+    key = service.resolve(TTSRequest(text=PARAGRAPH, voice="tone-low")).key
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        with client.stream("POST", "/api/tts", data=form()) as response:
+            assert response.status_code == 200 and response.headers["x-cache"] == "MISS"
+            assert response.headers["x-cache-key"] == key and response.headers["content-type"] == "audio/wav"
+            chunks = response.iter_raw()
+            body = bytearray()
+            read_until(chunks, body, HEADER)
+            assert bytes(body[:HEADER]) == open_wav_header(22_050)  # sizes unknown: 0xFFFFFFFF
+            engine.let(1)
+            read_until(chunks, body, HEADER + 2)
+            # Audio of sentence 1 is here; sentence 2 has not been made, nothing is stored whole.
+            assert engine.finished == 1 and service.lookup(key) is None
+            engine.let(3)
+            for chunk in chunks:
+                body.extend(chunk)
+    assert engine.finished == 4
+    service.flush()
+    stored = service.lookup(key)
+    assert stored is not None
+    assert bytes(body[HEADER:]) == stored[0].wav[HEADER:]  # what was streamed is what was stored
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        again = client.post("/api/tts", data=form())
+    assert again.headers["x-cache"] == "HIT" and again.content[HEADER:] == stored[0].wav[HEADER:]
+    assert engine.calls == 4
+    metrics = service.metrics.exposition().decode()
+    assert 'tts_first_audio_seconds_count{result="miss"} 1.0' in metrics
+    assert 'tts_first_audio_seconds_count{result="hit"} 1.0' in metrics
+
+
+def test_a_client_that_leaves_does_not_stop_the_segments(
+    server: LiveServer, service: TTSService, engine: GatedTone
+) -> None:
+    key = service.resolve(TTSRequest(text=PARAGRAPH, voice="tone-low")).key
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        with client.stream("POST", "/api/tts", data=form()) as response:
+            chunks = response.iter_raw()
+            body = bytearray()
+            engine.let(1)
+            read_until(chunks, body, HEADER + 2)
+        # The connection is closed here, with three sentences still to make.
+    assert engine.finished == 1
+    engine.let(3)
+    service.streams.close(timeout=30)
+    service.flush()
+    assert engine.finished == 4
+    assert service.lookup(key) is not None  # the whole result
+    engine.let(1)
+    result = service.synthesise(TTSRequest(text=PARAGRAPH.replace("天气", "天气预报"), voice="tone-low"))
+    assert result.info["segments_reused"] == 3 and engine.calls == 4 + 1  # every sentence was cached
+
+
+def test_pcm_and_mp3_stream_and_the_rest_are_refused(server: LiveServer, engine: GatedTone) -> None:
+    engine.let(100)
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        pcm = client.post("/api/tts", data=form(format="pcm"))
+        wav = client.post("/api/tts", data=form())
+        mp3 = client.post("/api/tts", data=form(format="mp3", seed=1))
+        flac = client.post("/api/tts", data=form(format="flac"))
+        hit_pcm = client.post("/api/tts", data=form(format="pcm", stream="false"))
+    assert pcm.headers["content-type"] == "audio/pcm" and pcm.headers["x-sample-rate"] == "22050"
+    assert pcm.content == wav.content[HEADER:] == hit_pcm.content
+    samples, rate = mp3_length(mp3.content)
+    assert rate == 22_050 and samples >= len(pcm.content) / 2  # every sample is in the stream's frames
+    assert flac.status_code == 400 and "wav, pcm or mp3" in flac.json()["error"]
+
+
+def test_an_engine_failure_ends_the_stream_early_and_caches_no_whole(
+    server: LiveServer, service: TTSService, engine: GatedTone
+) -> None:
+    engine.let(1)
+    real = ToneEngine.synthesise
+
+    def failing_second(self: ToneEngine, text: str, *args: Any, **kwargs: Any) -> Any:
+        if text.startswith("第二"):
+            raise RuntimeError("boom")
+        return real(self, text, *args, **kwargs)
+
+    engine.let(5)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ToneEngine, "synthesise", failing_second)
+        with httpx.Client(base_url=server.url, timeout=30) as client, pytest.raises(httpx.HTTPError):
+            with client.stream("POST", "/api/tts", data=form()) as response:
+                body = b"".join(response.iter_raw())
+                assert len(body) > HEADER  # the first sentence came, then the stream broke off
+    service.streams.close(timeout=30)
+    service.flush()
+    key = service.resolve(TTSRequest(text=PARAGRAPH, voice="tone-low")).key
+    assert service.lookup(key) is None
+    assert service.snapshot()["since_start"]["errors"] == 1
+
+
+def test_service_stream_yields_the_cached_whole_for_a_hit(service: TTSService, engine: GatedTone) -> None:
+    engine.let(4)
+    made = service.synthesise(TTSRequest(text=PARAGRAPH, voice="tone-low"))
+    answer = service.stream(TTSRequest(text=PARAGRAPH, voice="tone-low"))
+    assert answer.cache == "HIT"
+    assert np.array_equal(np.concatenate(list(answer.chunks)), made.audio.pcm)

@@ -1,0 +1,271 @@
+"""Slot templates: validation at load time, pieces, matching, composed answers, refine,
+the preload's pieces and their marks; tone engine for the cache logic, builtin for real
+speech."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import REPO
+
+from lib.assemble import to_float
+from lib.config import load_config
+from lib.engines.tone import ToneEngine
+from lib.errors import ConfigError
+from lib.loudness import integrated_loudness
+from lib.phrases import PhraseFileError, load_phrases
+from lib.preload import preload
+from lib.request import TTSRequest
+from lib.service import TTSService
+from lib.templates import load_templates, parse_templates
+
+TICKET = {
+    "template": "请{ticket}号顾客到{window}号窗口办理业务。",
+    "voice": "low",
+    "slots": {"ticket": {"pattern": "[A-Z][0-9]{3}", "read": "characters"},
+              "window": {"values": ["1", "2", "3"], "read": "number"}},
+}  # fmt: skip
+
+
+def document(*templates: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"voices": {"low": "tone-low", "high": "tone-high"}, "templates": list(templates), **extra}
+
+
+def write(tmp_path: Path, doc: dict[str, Any]) -> Path:
+    path = tmp_path / "hot.json"
+    path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def make_service(tmp_path: Path, engine: Any, phrases: Path | None, **overrides: Any) -> TTSService:
+    values = {"engine": "tone", "cache.dir": str(tmp_path / "cache"), "voices.prewarm": False, **overrides}
+    env = {"TTS_TEMPLATES_FILE": str(phrases) if phrases else "null"}
+    return TTSService(load_config(env=env, overrides=values), engine)
+
+
+@pytest.fixture
+def engine() -> ToneEngine:
+    return ToneEngine()
+
+
+@pytest.fixture
+def service(tmp_path: Path, engine: ToneEngine) -> Iterator[TTSService]:
+    svc = make_service(tmp_path, engine, write(tmp_path, document(TICKET)))
+    yield svc
+    svc.close()
+
+
+def preloaded(svc: TTSService) -> None:
+    report = preload(svc, [], templates=svc.templates.templates())
+    assert report.failed == 0, report.failures
+    svc.flush()
+
+
+def call(svc: TTSService, ticket: str, window: str = "3", **fields: Any) -> Any:
+    text = f"请{ticket}号顾客到{window}号窗口办理业务。"
+    return svc.synthesise(TTSRequest(text=text, voice=fields.pop("voice", "tone-low"), **fields))
+
+
+# --- validation -----------------------------------------------------------------------
+
+
+def slots(**changed: Any) -> dict[str, Any]:
+    return dict(TICKET, slots={**TICKET["slots"], **changed})
+
+
+@pytest.mark.parametrize(
+    ("template", "fragments"),
+    [
+        (dict(TICKET, template="请{ticket}号顾客到{counter}号窗口"), ['"template"', "unknown slot {counter}"]),
+        (slots(window={"pattern": "[0-9]", "values": ["1", "12"]}), ["slots['window']", "'12' does not match"]),
+        (slots(extra={"values": ["x"]}), ["slots['extra']", "not used"]),
+        (slots(window={}), ["slots['window']", '"pattern"', '"values"']),
+        (slots(window={"pattern": "[0-9"}), ["slots['window']", "not a regular expression"]),
+        (slots(window={"pattern": "[0-9]*", "read": "characters"}), ["slots['window']", "matches empty text"]),
+        (slots(ticket={"pattern": "[A-Z].{3}", "read": "characters"}), ["slots['ticket']", "cannot list the characters"]),
+        (slots(window={"values": ["1", "A"], "read": "number"}), ["slots['window']", "'A' is not a number"]),
+        (slots(window={"pattern": "[0-9]+", "read": "number"}), ["slots['window']", 'needs "values"']),
+        (slots(window={"values": ["1"], "read": "spell"}), ["slots['window']", '"read"', "'spell'"]),
+        (dict(TICKET, template="请{ticket}{window}号"), ['"template"', "touch"]),
+        (dict(TICKET, template="请到窗口", slots={}), ['"template"', "has no {slot}"]),
+        (dict(TICKET, slots={}), ['"slots"']),
+        (dict(TICKET, template="请{ticket号"), ['"template"', "literal brace"]),
+        (dict(TICKET, voice="nobody"), ['"voice"', "'nobody'"]),
+        (dict(TICKET, seed=-1), ['"seed"']),
+        (dict(TICKET, colour="red"), ["colour"]),
+    ],
+)  # fmt: skip
+def test_template_errors_name_the_template_and_the_field(
+    tmp_path: Path, template: dict[str, Any], fragments: list[str]
+) -> None:
+    with pytest.raises(PhraseFileError) as caught:
+        parse_templates(document(template), base_dir=tmp_path)
+    assert "templates[0]" in str(caught.value)
+    for fragment in fragments:
+        assert fragment in str(caught.value)
+
+
+def test_an_invalid_template_file_stops_the_service_and_the_preload(tmp_path: Path) -> None:
+    bad = write(tmp_path, document(dict(TICKET, template="请{nope}号")))
+    with pytest.raises(ConfigError, match=r"templates\.file: .*templates\[0\].*unknown slot \{nope\}"):
+        make_service(tmp_path, ToneEngine(), bad)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "preload_cache.py"), "--phrases", str(bad), "--cache-dir", str(tmp_path / "c"),
+         "--engine", "tone"], cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "templates[0]" in proc.stderr and "unknown slot {nope}" in proc.stderr
+
+
+def test_a_list_may_hold_templates_only_and_pieces_are_tens_not_the_product(tmp_path: Path) -> None:
+    path = write(tmp_path, document(slots(window={"values": [str(n) for n in range(1, 11)], "read": "number"})))
+    assert load_phrases(path) == []
+    (template,) = load_templates(path)
+    pieces = template.pieces()
+    # 3 fixed parts, 26 letters, 10 digits, and 十 for window 10: A000-Z999 x 10 windows is 260,000 sentences.
+    assert len(pieces) == 40 and {"请", "号顾客到", "号窗口办理业务。", "A", "Z", "零", "九", "十"} <= set(pieces)
+    shipped = load_templates(REPO / "hot_phrases.json")
+    assert len(shipped) == 2 and all(len(t.pieces()) < 50 for t in shipped)
+
+
+# --- composing -------------------------------------------------------------------------
+
+
+def test_after_the_preload_ticket_calls_need_no_engine(service: TTSService, engine: ToneEngine) -> None:
+    preloaded(service)
+    calls = engine.calls
+    rng = random.Random(7)
+    for _ in range(100):
+        ticket = f"{rng.choice('ABCDEFGHIJKLMNOPQRSTUVWXYZ')}{rng.randrange(1000):03d}"
+        result = call(service, ticket, rng.choice("123"))
+        assert result.cache == "COMPOSED"
+        assert result.info["segments"] == 8 and result.info["segments_synthesised"] == 0
+    assert engine.calls == calls
+    assert service.snapshot()["since_start"]["composed"] == 100
+    assert 'tts_cache_requests_total{result="composed"} 100.0' in service.metrics.exposition().decode()
+
+
+def test_a_composed_answer_is_its_pieces_joined_levelled_and_not_stored(service: TTSService) -> None:
+    preloaded(service)
+    entries = service.store.stats()["entries"]
+    a = call(service, "A023")
+    b = call(service, "A023")
+    service.flush()
+    assert a.cache == b.cache == "COMPOSED" and a.wav == b.wav
+    assert service.store.stats()["entries"] == entries  # the sentence itself was not stored
+    pieces = service.templates.match(service.resolve(TTSRequest(text="请A023号顾客到3号窗口办理业务。", voice="tone-low")))
+    assert pieces is not None
+    assert [text for text, _ in pieces.pieces] == ["请", "A", "零", "二", "三", "号顾客到", "三", "号窗口办理业务。"]
+    gaps = [gap for _, gap in pieces.pieces]
+    assert gaps[1:4] == [0.06, 0.06, 0.06] and gaps[0] == 0.0  # spelled characters apart, the rest crossfaded
+    assert integrated_loudness(to_float(a.audio.pcm), a.sample_rate) == pytest.approx(-16.0, abs=0.3)
+
+
+def test_missing_pieces_are_made_once_and_marked(service: TTSService, engine: ToneEngine) -> None:
+    first = call(service, "B101", "2")
+    assert first.cache == "COMPOSED" and engine.calls == 7  # 请 B 一 零 号顾客到 二 号窗口办理业务。 (一 twice)
+    service.flush()
+    second = call(service, "B110", "1")
+    assert engine.calls == 7 and second.info["segments_synthesised"] == 0
+    piece = service.templates.piece_request(service.templates.templates()[0], "号顾客到")
+    assert piece is not None
+    stored = service.lookup(piece.key)
+    assert stored is not None
+    assert stored[0].meta["role"] == "piece" and stored[0].meta["template"] == service.templates.templates()[0].id
+
+
+def test_the_preload_marks_a_piece_first_made_as_a_sentence(service: TTSService) -> None:
+    template = service.templates.templates()[0]
+    piece = service.templates.piece_request(template, "号顾客到")
+    assert piece is not None
+    service.synthesise(TTSRequest(text="号顾客到", voice="tone-low", store=True))  # a phrase of its own: a result
+    service.composer.piece(piece, template.id)
+    service.flush()
+    stored = service.lookup(piece.key)
+    assert stored is not None and stored[0].meta["role"] == "piece"
+
+
+def test_only_the_templates_voice_and_settings_are_composed(service: TTSService, engine: ToneEngine) -> None:
+    preloaded(service)
+    calls = engine.calls
+    assert call(service, "A023", voice="tone-high").cache == "MISS"
+    assert call(service, "A023", seed=5).cache == "MISS"
+    assert call(service, "A023", window="7").cache == "MISS"  # not a value of the slot
+    assert engine.calls == calls + 3
+    no_stop = service.synthesise(TTSRequest(text="请A024号顾客到1号窗口办理业务", voice="tone-low"))
+    assert no_stop.cache == "COMPOSED"  # the final 。 may be left out
+
+
+def test_refine_stores_the_whole_sentence_for_a_plain_hit_next(tmp_path: Path, engine: ToneEngine) -> None:
+    svc = make_service(tmp_path, engine, write(tmp_path, document(dict(TICKET, refine=True))))
+    try:
+        preloaded(svc)
+        calls = engine.calls
+        composed = call(svc, "C777", "1")
+        assert composed.cache == "COMPOSED"
+        assert svc.refiner.wait(30)
+        svc.flush()
+        assert engine.calls == calls + 1  # the whole sentence, once, in the background
+        hit = call(svc, "C777", "1")
+        assert hit.cache == "HIT" and hit.key == composed.key and hit.wav != composed.wav
+        call(svc, "C778", "1", store=False)
+        assert svc.refiner.wait(30) and engine.calls == calls + 1  # store=false is never refined
+        assert 'tts_template_refines_total{result="done"} 1.0' in svc.metrics.exposition().decode()
+    finally:
+        svc.close()
+
+
+def test_a_preloaded_phrase_matching_a_template_is_stored_whole(
+    service: TTSService, engine: ToneEngine, tmp_path: Path
+) -> None:
+    (tmp_path / "p").mkdir()
+    phrases = load_phrases(write(tmp_path / "p", {"voices": {"low": "tone-low"}, "phrases": [
+        {"text": "请A023号顾客到3号窗口办理业务。", "voice": "low"}]}))  # fmt: skip
+    report = preload(service, phrases)
+    assert (report.generated, engine.calls) == (1, 1)
+    assert call(service, "A023").cache == "HIT"
+
+
+def test_the_ui_preload_registers_the_lists_templates(tmp_path: Path, engine: ToneEngine) -> None:
+    svc = make_service(tmp_path, engine, None)
+    try:
+        assert call(svc, "A023").cache == "MISS"
+        from lib.ui.handlers import Handlers
+
+        Handlers(svc, write(tmp_path, document(TICKET))).run_preload(None, False, None, progress=lambda *a, **k: None)  # type: ignore[arg-type]
+        assert len(svc.templates) == 1 and call(svc, "A024").cache == "COMPOSED"
+    finally:
+        svc.close()
+
+
+def test_builtin_ticket_call_is_real_speech_from_pieces(tmp_path: Path) -> None:
+    from lib.engines.builtin import BuiltinEngine
+
+    svc = TTSService(
+        load_config(env={"TTS_TEMPLATES_FILE": str(REPO / "hot_phrases.json")},
+                    overrides={"cache.dir": str(tmp_path / "cache"), "voices.prewarm": False}),
+        BuiltinEngine(),
+    )  # fmt: skip
+    try:
+        report = preload(svc, [], templates=svc.templates.templates())
+        assert report.failed == 0 and report.generated == report.total == 79
+        calls = svc.snapshot()["since_start"]["engine_calls"]
+        result = svc.synthesise(TTSRequest(text="请K508号顾客到7号窗口办理业务。", voice="zh-male"))
+        english = svc.synthesise(TTSRequest(text="Customer number K508, please go to counter 7.", voice="en-male"))
+        assert result.cache == english.cache == "COMPOSED"
+        assert svc.snapshot()["since_start"]["engine_calls"] == calls
+        whole = svc.synthesise(TTSRequest(text="请K508号顾客到7号窗口办理业务。", voice="zh-male", use_cache=False))
+        assert 0.7 < result.duration / whole.duration < 1.4  # about as long as the sentence said in one go
+        for r in (result, english):
+            x = to_float(r.audio.pcm)
+            assert integrated_loudness(x, r.sample_rate) == pytest.approx(-16.0, abs=0.5)
+            assert float(np.abs(x).max()) < 0.9  # peaks limited under -1 dBFS
+    finally:
+        svc.close()
