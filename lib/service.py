@@ -138,7 +138,9 @@ class TTSService:
             on_lock_error=lambda exc: self._store_error("lock", exc),
         )  # fmt: skip
         self.flights = self.composer.flights
-        self.templates = TemplateBook(self.resolver.resolve, self._normalise, self.composer.finish)
+        self.templates = TemplateBook(
+            self.resolver.resolve, self._normalise, self.composer.finish, ignore_case=config.text.casefold
+        )
         """The templates this service composes answers from (lib.templatebook)."""
         if config.templates.file is not None:
             try:

@@ -65,10 +65,13 @@ class TemplateBook:
     (the service's), ``normalise`` normalises text as requests are normalised."""
 
     def __init__(
-        self, resolve: Callable[[TTSRequest], Resolved], normalise: Callable[[str], str], finish: Finish
-    ) -> None:
+        self, resolve: Callable[[TTSRequest], Resolved], normalise: Callable[[str], str], finish: Finish,
+        *, ignore_case: bool = False,
+    ) -> None:  # fmt: skip
         self._resolve = resolve
         self._normalise = normalise
+        self._flags = re.IGNORECASE if ignore_case else 0
+        """With ``text.casefold`` requests arrive in lower case: "a023" is still A023."""
         self.finish = finish
         self._lock = threading.Lock()
         self._compiled: dict[str, _Compiled] = {}
@@ -194,7 +197,7 @@ class TemplateBook:
         if any(len(split(p, self.finish.max_chars)) > 1 for p in pieces):
             _LOGGER.info("template %s has a fixed part of several sentences; it is still one piece", template.entry)
         _LOGGER.debug("template %s: %s", template.entry, cut_text(pattern, 80))
-        return _Compiled(template, re.compile(pattern), tuple(fixed))
+        return _Compiled(template, re.compile(pattern, self._flags), tuple(fixed))
 
 
 def _pause_of(punctuation: str, finish: Finish) -> float:

@@ -269,3 +269,15 @@ def test_builtin_ticket_call_is_real_speech_from_pieces(tmp_path: Path) -> None:
             assert float(np.abs(x).max()) < 0.9  # peaks limited under -1 dBFS
     finally:
         svc.close()
+
+
+def test_templates_follow_the_text_normalisation(tmp_path: Path, engine: ToneEngine) -> None:
+    path = write(tmp_path, document(TICKET))
+    svc = make_service(tmp_path, engine, path, **{"text.casefold": True, "text.fold_punctuation": True})
+    try:
+        preloaded(svc)
+        calls = engine.calls
+        result = call(svc, "K508")  # arrives as "请k508号顾客到3号窗口办理业务." after folding
+        assert result.cache == "COMPOSED" and engine.calls == calls
+    finally:
+        svc.close()
