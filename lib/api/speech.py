@@ -156,7 +156,12 @@ def speech_router(service: TTSService) -> APIRouter:
             return StreamingResponse(
                 encode_stream(answer.chunks, answer.sample_rate, format),
                 media_type=STREAM_FORMATS[format],
-                headers={"X-Cache": answer.cache, "X-Cache-Key": answer.key, "X-Sample-Rate": str(answer.sample_rate)},
+                headers={
+                    "X-Cache": answer.cache,
+                    "X-Cache-Key": answer.key,
+                    "X-Sample-Rate": str(answer.sample_rate),
+                    "Cache-Control": NO_STORE,  # a stream has no length and no entity tag to revalidate
+                },
             )
         result, body = await run(req)
         stored = result.cache == "HIT" or (result.cache == "MISS" and store)
@@ -171,6 +176,8 @@ def speech_router(service: TTSService) -> APIRouter:
         for header, name in (("X-Segments", "segments"), ("X-Segments-Reused", "segments_reused")):
             if name in result.info:
                 headers[header] = str(result.info[name])
+        if result.cache == "COMPOSED":
+            del headers["ETag"]  # not the audio stored under this key (a refined one may be)
         if accept and "application/json" in accept:
             doc = TTSResult(
                 key=result.key, cache=result.cache,  # type: ignore[arg-type]
@@ -264,6 +271,9 @@ def speech_router(service: TTSService) -> APIRouter:
             "X-Sample-Rate": str(result.sample_rate),
             "Cache-Control": cache_control(result.audio.remaining()),
         }
+        if result.cache == "COMPOSED":  # made from a template's pieces, not stored under its key
+            headers["Cache-Control"] = NO_STORE
+            del headers["ETag"]
         if body.response_format == "pcm":
             return Response(audio_bytes[44:], media_type="audio/pcm", headers=headers)
         return Response(audio_bytes, media_type=MIME_TYPES[fmt], headers=headers)
