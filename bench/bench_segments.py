@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lib.config import load_config
 from lib.preload import preload
 from lib.request import TTSRequest
-from lib.service import TTSService
 from lib.segments import split
+from lib.service import TTSService
 from lib.templates import parse_templates
 from lib.textnorm import normalise_text
 

@@ -48,7 +48,8 @@ class Recorder:
         self.metrics.latency.labels(label).observe(seconds)
         _LOGGER.info("%s key=%s %.1f ms text=%r", result.cache, result.key, seconds * 1e3, cut_text(r.fields.text))
 
-    def failed(self, request: AnyRequest, r: Resolved | None, exc: TTSError, started: float) -> None:
+    def failed(self, request: AnyRequest, r: Resolved | None, exc: BaseException, started: float) -> None:
+        """A request that ended in ``exc`` (a :class:`TTSError`, or a bug: logged whole)."""
         seconds = time.perf_counter() - started
         self.stats.record("error", seconds, origin=_origin(request))
         self.metrics.requests.labels("error").inc()
@@ -58,6 +59,9 @@ class Recorder:
         text = text if isinstance(text, str) else ""
         # The client gets the whole message; the log gets what failed, not the
         # message, which may quote more of the caller's input (user text stays <= 32).
+        if not isinstance(exc, TTSError):
+            _LOGGER.error("request failed key=%s text=%r", key, cut_text(text), exc_info=exc)
+            return
         why = str(exc) if exc.http_status >= 500 else f"{type(exc).__name__} ({exc.http_status})"
         _LOGGER.info("request failed key=%s text=%r: %s", key, cut_text(text), why)
 

@@ -20,8 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from numpy.typing import NDArray
-
 from lib.access import LOCAL, AccessPolicy, Action, Caller, allows
 from lib.admin import Admin
 from lib.audio import PromptDecoder, PromptLimits
@@ -37,7 +35,7 @@ from lib.compose import Composer, Made, OnChunk
 from lib.config import AppConfig, default_config_path, load_config
 from lib.dashboard import Dashboard
 from lib.engines import Engine, create_engine
-from lib.errors import ConfigError, TTSError, ValidationError
+from lib.errors import TTSError, ValidationError
 from lib.files import ResultFiles
 from lib.metrics import Metrics
 from lib.produce import Producer
@@ -47,10 +45,9 @@ from lib.request import ConvertRequest, PromptSource, Resolved, TTSRequest
 from lib.resolve import Resolver
 from lib.results import SynthesisResult
 from lib.stats import Stats
-from lib.streaming import Chunks, StreamAnswer, StreamJobs
+from lib.streaming import StreamAnswer, StreamJobs
 from lib.templatebook import TemplateBook
 from lib.templates import Template
-from lib.validate import check_text
 from lib.voices import Voices
 from lib.voices.library import VoiceLibrary
 from lib.voices.profiles import VoiceProfiles
@@ -138,15 +135,8 @@ class TTSService:
             on_lock_error=lambda exc: self._store_error("lock", exc),
         )  # fmt: skip
         self.flights = self.composer.flights
-        self.templates = TemplateBook(
-            self.resolver.resolve, self._normalise, self.composer.finish, ignore_case=config.text.casefold
-        )
+        self.templates = TemplateBook.configured(config, self.resolver.resolve, self.composer.finish)
         """The templates this service composes answers from (lib.templatebook)."""
-        if config.templates.file is not None:
-            try:
-                self.templates.load(config.templates.file)
-            except TTSError as exc:
-                raise ConfigError(f"templates.file: {exc}") from exc
         self.refiner = Refiner(
             lambda r: self.composer.make(r), on_event=lambda event: self.metrics.refines.labels(event).inc()
         )
@@ -196,33 +186,14 @@ class TTSService:
             self.recorder.record(request, r, quick, started)
             self.recorder.first_audio(quick.cache, started)
             return StreamAnswer.whole(quick)
-        chunks = Chunks()
-        answer = StreamAnswer(r.key, "MISS" if r.use_cache else "BYPASS", self.engine.sample_rate, chunks)
-        first = threading.Event()
-
-        def on_chunk(pcm: NDArray[Any]) -> None:
-            if not first.is_set():
-                first.set()
-                self.recorder.first_audio(answer.cache, started)
-            chunks.put(pcm)
-
-        def job() -> None:
-            try:
-                result = self._make(r, started, on_chunk)
-            except BaseException as exc:
-                if isinstance(exc, TTSError):
-                    self.recorder.failed(request, r, exc, started)
-                else:
-                    _LOGGER.exception("streamed request failed key=%s", r.key)
-                answer.finished(None, exc)
-                chunks.close(exc)
-                return
-            self.recorder.record(request, r, result, started)
-            answer.finished(result)
-            chunks.close()
-
-        self.streams.start(f"stream-{r.key[:8]}", job)
-        return answer
+        cache = "MISS" if r.use_cache else "BYPASS"
+        return self.streams.launch(
+            r.key, cache, self.engine.sample_rate,
+            make=lambda on_chunk: self._make(r, started, on_chunk),
+            first=lambda: self.recorder.first_audio(cache, started),
+            done=lambda result: self.recorder.record(request, r, result, started),
+            failed=lambda exc: self.recorder.failed(request, r, exc, started),
+        )  # fmt: skip
 
     def _resolve(self, request: AnyRequest, resolve: Callable[[Any], Resolved], started: float) -> Resolved:
         try:
@@ -378,9 +349,6 @@ class TTSService:
 
     def _store_error(self, op: str, exc: BaseException) -> None:
         self.metrics.cache_errors.labels(op).inc()
-
-    def _normalise(self, text: str) -> str:
-        return check_text(text, "text", self.config, limit=10**9)
 
     def _open_lock_store(self) -> DiskLeases:
         return DiskLeases(str(self.cache_dir / "locks"), on_error=self._store_error)

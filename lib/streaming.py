@@ -117,6 +117,38 @@ class StreamJobs:
             self._threads.add(thread)
         thread.start()
 
+    def launch(
+        self, key: str, cache: str, sample_rate: int, *,
+        make: Callable[[Callable[[NDArray[Any]], None]], SynthesisResult],
+        first: Callable[[], None], done: Callable[[SynthesisResult], None], failed: Callable[[BaseException], None],
+    ) -> StreamAnswer:  # fmt: skip
+        """A streamed answer whose result ``make(on_chunk)`` makes in a thread of its own;
+        ``first`` when its first chunk is ready, then ``done`` or ``failed``."""
+        chunks = Chunks()
+        answer = StreamAnswer(key, cache, sample_rate, chunks)
+        seen = threading.Event()
+
+        def on_chunk(pcm: NDArray[Any]) -> None:
+            if not seen.is_set():
+                seen.set()
+                first()
+            chunks.put(pcm)
+
+        def job() -> None:
+            try:
+                result = make(on_chunk)
+            except BaseException as exc:
+                failed(exc)
+                answer.finished(None, exc)
+                chunks.close(exc)
+                return
+            done(result)
+            answer.finished(result)
+            chunks.close()
+
+        self.start(f"stream-{key[:8]}", job)
+        return answer
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._threads)

@@ -25,11 +25,13 @@ from pathlib import Path
 
 from lib.assemble import Finish
 from lib.cache.keys import KeyFields
-from lib.errors import TTSError
+from lib.config import AppConfig
+from lib.errors import ConfigError, TTSError
 from lib.request import Resolved, TTSRequest
 from lib.segments import split
 from lib.templates import Template, fixed_piece, load_templates
 from lib.textnorm import cut_text
+from lib.validate import check_text
 
 __all__ = ["Match", "TemplateBook"]
 
@@ -75,6 +77,22 @@ class TemplateBook:
         self.finish = finish
         self._lock = threading.Lock()
         self._compiled: dict[str, _Compiled] = {}
+
+    @classmethod
+    def configured(cls, config: AppConfig, resolve: Callable[[TTSRequest], Resolved], finish: Finish) -> TemplateBook:
+        """The book of a service: text normalised as ``config`` says, and the templates
+        of ``templates.file``; an invalid file is a :class:`ConfigError` naming the key."""
+
+        def normalise(text: str) -> str:
+            return check_text(text, "text", config, limit=10**9)
+
+        book = cls(resolve, normalise, finish, ignore_case=config.text.casefold)
+        if config.templates.file is not None:
+            try:
+                book.load(config.templates.file)
+            except TTSError as exc:
+                raise ConfigError(f"templates.file: {exc}") from exc
+        return book
 
     def __len__(self) -> int:
         return len(self._compiled)

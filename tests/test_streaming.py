@@ -104,21 +104,23 @@ def test_the_first_sentence_plays_before_the_second_exists(
     server: LiveServer, service: TTSService, engine: GatedTone
 ) -> None:
     key = service.resolve(TTSRequest(text=PARAGRAPH, voice="tone-low")).key
-    with httpx.Client(base_url=server.url, timeout=30) as client:
-        with client.stream("POST", "/api/tts", data=form()) as response:
-            assert response.status_code == 200 and response.headers["x-cache"] == "MISS"
-            assert response.headers["x-cache-key"] == key and response.headers["content-type"] == "audio/wav"
-            chunks = response.iter_raw()
-            body = bytearray()
-            read_until(chunks, body, HEADER)
-            assert bytes(body[:HEADER]) == open_wav_header(22_050)  # sizes unknown: 0xFFFFFFFF
-            engine.let(1)
-            read_until(chunks, body, HEADER + 2)
-            # Audio of sentence 1 is here; sentence 2 has not been made, nothing is stored whole.
-            assert engine.finished == 1 and service.lookup(key) is None
-            engine.let(3)
-            for chunk in chunks:
-                body.extend(chunk)
+    with (
+        httpx.Client(base_url=server.url, timeout=30) as client,
+        client.stream("POST", "/api/tts", data=form()) as response,
+    ):
+        assert response.status_code == 200 and response.headers["x-cache"] == "MISS"
+        assert response.headers["x-cache-key"] == key and response.headers["content-type"] == "audio/wav"
+        chunks = response.iter_raw()
+        body = bytearray()
+        read_until(chunks, body, HEADER)
+        assert bytes(body[:HEADER]) == open_wav_header(22_050)  # sizes unknown: 0xFFFFFFFF
+        engine.let(1)
+        read_until(chunks, body, HEADER + 2)
+        # Audio of sentence 1 is here; sentence 2 has not been made, nothing is stored whole.
+        assert engine.finished == 1 and service.lookup(key) is None
+        engine.let(3)
+        for chunk in chunks:
+            body.extend(chunk)
     assert engine.finished == 4
     service.flush()
     stored = service.lookup(key)
@@ -137,12 +139,14 @@ def test_a_client_that_leaves_does_not_stop_the_segments(
     server: LiveServer, service: TTSService, engine: GatedTone
 ) -> None:
     key = service.resolve(TTSRequest(text=PARAGRAPH, voice="tone-low")).key
-    with httpx.Client(base_url=server.url, timeout=30) as client:
-        with client.stream("POST", "/api/tts", data=form()) as response:
-            chunks = response.iter_raw()
-            body = bytearray()
-            engine.let(1)
-            read_until(chunks, body, HEADER + 2)
+    with (
+        httpx.Client(base_url=server.url, timeout=30) as client,
+        client.stream("POST", "/api/tts", data=form()) as response,
+    ):
+        chunks = response.iter_raw()
+        body = bytearray()
+        engine.let(1)
+        read_until(chunks, body, HEADER + 2)
         # The connection is closed here, with three sentences still to make.
     assert engine.finished == 1
     engine.let(3)
@@ -184,10 +188,13 @@ def test_an_engine_failure_ends_the_stream_early_and_caches_no_whole(
     engine.let(5)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ToneEngine, "synthesise", failing_second)
-        with httpx.Client(base_url=server.url, timeout=30) as client, pytest.raises(httpx.HTTPError):
-            with client.stream("POST", "/api/tts", data=form()) as response:
-                body = b"".join(response.iter_raw())
-                assert len(body) > HEADER  # the first sentence came, then the stream broke off
+        with (
+            httpx.Client(base_url=server.url, timeout=30) as client,
+            pytest.raises(httpx.HTTPError),
+            client.stream("POST", "/api/tts", data=form()) as response,
+        ):
+            body = b"".join(response.iter_raw())
+            assert len(body) > HEADER  # the first sentence came, then the stream broke off
     service.streams.close(timeout=30)
     service.flush()
     key = service.resolve(TTSRequest(text=PARAGRAPH, voice="tone-low")).key

@@ -90,7 +90,8 @@ def slots(**changed: Any) -> dict[str, Any]:
         (slots(window={}), ["slots['window']", '"pattern"', '"values"']),
         (slots(window={"pattern": "[0-9"}), ["slots['window']", "not a regular expression"]),
         (slots(window={"pattern": "[0-9]*", "read": "characters"}), ["slots['window']", "matches empty text"]),
-        (slots(ticket={"pattern": "[A-Z].{3}", "read": "characters"}), ["slots['ticket']", "cannot list the characters"]),
+        (slots(ticket={"pattern": "[A-Z].{3}", "read": "characters"}),
+         ["slots['ticket']", "cannot list the characters"]),
         (slots(window={"values": ["1", "A"], "read": "number"}), ["slots['window']", "'A' is not a number"]),
         (slots(window={"pattern": "[0-9]+", "read": "number"}), ["slots['window']", 'needs "values"']),
         (slots(window={"values": ["1"], "read": "spell"}), ["slots['window']", '"read"', "'spell'"]),
@@ -160,7 +161,8 @@ def test_a_composed_answer_is_its_pieces_joined_levelled_and_not_stored(service:
     service.flush()
     assert a.cache == b.cache == "COMPOSED" and a.wav == b.wav
     assert service.store.stats()["entries"] == entries  # the sentence itself was not stored
-    pieces = service.templates.match(service.resolve(TTSRequest(text="请A023号顾客到3号窗口办理业务。", voice="tone-low")))
+    request = TTSRequest(text="请A023号顾客到3号窗口办理业务。", voice="tone-low")
+    pieces = service.templates.match(service.resolve(request))
     assert pieces is not None
     assert [text for text, _ in pieces.pieces] == ["请", "A", "零", "二", "三", "号顾客到", "三", "号窗口办理业务。"]
     gaps = [gap for _, gap in pieces.pieces]
@@ -239,7 +241,9 @@ def test_the_ui_preload_registers_the_lists_templates(tmp_path: Path, engine: To
         assert call(svc, "A023").cache == "MISS"
         from lib.ui.handlers import Handlers
 
-        Handlers(svc, write(tmp_path, document(TICKET))).run_preload(None, False, None, progress=lambda *a, **k: None)  # type: ignore[arg-type]
+        Handlers(svc, write(tmp_path, document(TICKET))).run_preload(
+            None, False, "", None, progress=lambda *a, **k: None  # type: ignore[arg-type]
+        )
         assert len(svc.templates) == 1 and call(svc, "A024").cache == "COMPOSED"
     finally:
         svc.close()
