@@ -241,7 +241,7 @@ def test_preloaded_template_answers_composed_with_its_badge(client: Client, tmp_
                        "slots": {"ticket": {"pattern": "[A-C][0-9]{3}", "read": "characters"},
                                  "window": {"values": ["1", "2"], "read": "number"}}}],
     }, ensure_ascii=False), encoding="utf-8")  # fmt: skip
-    report = client.predict(handle_file(str(templates)), False, api_name="/preload")
+    report = client.predict(handle_file(str(templates)), False, "", api_name="/preload")
     # 请, 号顾客到, 号窗口, A-C and 零-九 (一 and 二 are the window numbers too): 16 pieces
     assert "preload: 16 phrases, 16 generated" in report and "1 template(s) active" in report
     _, badge, details = _synth(client, text="请B207号顾客到2号窗口")
