@@ -428,8 +428,14 @@ def build(out_dir: str | Path, *, family: str = "v2", seed: int = 4321, name: st
                 # A random Qwen2LM almost never samples its one end-of-speech token and would
                 # talk to its length limit (20 tokens per text token); a bias on it ends the
                 # speech soon after the minimum (2 per text token), as a trained model does.
-                # (CosyVoice3LM has 200 stop tokens and no bias: it stops by itself.)
                 module.llm_decoder.bias[SPEECH_TOKENS] = 4.0
+            elif part == "llm":
+                # CosyVoice3LM has 200 stop tokens, no bias, and only one is masked before the
+                # minimum length: random rows would stop it after a few tokens. With zero rows
+                # the stop tokens sit mid-ranking, out of the top-25 nucleus; only the sampler's
+                # fall-back to the full distribution (on repetition) reaches them, so speech
+                # runs some tens of tokens, varying with text and seed.
+                module.llm_decoder.weight[SPEECH_TOKENS:] = 0.0
         # Stored in bfloat16 (upstream's load_state_dict casts to the modules' float32): the
         # v2 flow encoder hard-wires 512 channels (3.1 M weights), and half the bytes keep the
         # directory small.

@@ -39,7 +39,7 @@ from lib.engines.cosyvoice.convert import prompt_half, restored_prompt
 from lib.engines.cosyvoice.modeldir import ModelDir, inspect_model_dir
 from lib.engines.cosyvoice.runtime import Runtime, accepts, load_runtime, marker_added_by
 from lib.engines.cosyvoice.speakers import PROMPT_PREFIX, PromptTable, dump_features, load_features
-from lib.engines.cosyvoice.upstream import reset_stream_schedule
+from lib.engines.cosyvoice.upstream import reset_stream_schedule, wind_down
 from lib.engines.cosyvoice.version import VersionParts, model_version
 from lib.errors import EngineError, EngineUnavailableError, NotFoundError, PromptAudioError, ValidationError
 
@@ -254,10 +254,19 @@ class CosyVoiceEngine:
             for spk_id, overrides in plan.arm:
                 self._arm(spk_id, overrides)
             self._seed(seed)
-            for output in plan.run():
-                chunk = _chunk(output)
-                if chunk.size:
-                    yield chunk
+            outputs = plan.run()
+            try:
+                for output in outputs:
+                    chunk = _chunk(output)
+                    if chunk.size:
+                        yield chunk
+            finally:
+                # Normally a no-op; after a stream was closed mid-way (or failed), stop
+                # upstream's LLM thread before the next request may run.
+                close = getattr(outputs, "close", None)
+                if close is not None:
+                    close()
+                wind_down(self.cosyvoice.model, self._streams)
 
     def _seed(self, seed: int) -> None:
         """Everything random starts from ``seed`` (call under the lock, right before a call)."""

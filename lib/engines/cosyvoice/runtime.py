@@ -20,6 +20,7 @@ import contextlib
 import importlib
 import importlib.metadata
 import inspect
+import itertools
 import logging
 import os
 import sys
@@ -48,6 +49,10 @@ INSTALL_HINT = (
 )
 
 
+_WAVS: dict[str, NDArray[Any]] = {}
+_WAV_IDS = itertools.count(1)
+
+
 class DownloadRefusedError(RuntimeError):
     """Raised in place of any hub download the CosyVoice code attempts."""
 
@@ -72,10 +77,9 @@ class Runtime:
     torch: Any
     code: str = ""
     """Identity of the code (source, commit or version, digest); part of the model version."""
-    wav_registry: dict[str, NDArray[Any]] = field(default_factory=dict)
-    """In-memory prompt PCM (float32, 16 kHz) served to a path-reading frontend by key."""
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _counter: int = 0
+    wav_registry: dict[str, NDArray[Any]] = field(default_factory=lambda: _WAVS)
+    """In-memory prompt PCM (float32, 16 kHz) served to a path-reading frontend by key. One
+    per process: every engine on the same code shares the frontend module it is served by."""
 
     @property
     def has_auto_model(self) -> bool:
@@ -83,9 +87,7 @@ class Runtime:
 
     def prompt_key(self, pcm: NDArray[Any]) -> str:
         """Register ``pcm`` and return the pseudo path the patched ``load_wav`` serves it by."""
-        with self._lock:
-            self._counter += 1
-            key = f"<memory:prompt-{self._counter}>.wav"
+        key = f"<memory:prompt-{next(_WAV_IDS)}>.wav"  # itertools.count: atomic under the GIL
         self.wav_registry[key] = pcm
         return key
 

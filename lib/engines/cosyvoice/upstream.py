@@ -21,6 +21,8 @@ determinism, is corrected from outside, on the loaded objects or around a call:
 - **Chunk schedule** (:func:`reset_stream_schedule`): ``CosyVoice2Model.tts(stream=True)``
   doubles ``self.token_hop_len`` per chunk and never resets it, so a request's chunking
   (and audio) would depend on the requests before it; it is reset before every call.
+- **Abandoned streams** (:func:`wind_down`): a stream closed mid-way leaves upstream's LLM
+  thread running; it is stopped and its leftovers dropped before the next request.
 - **Code identity** (:func:`code_identity`): the commit of a git checkout, else a digest of
   the code itself, so that a different CosyVoice code gives different cache keys.
 """
@@ -30,14 +32,16 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.metadata
+import importlib.util
 import logging
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RandomStreams", "code_identity", "keep_logging", "qwen_in_float32", "reset_stream_schedule"]
+__all__ = ["RandomStreams", "code_identity", "keep_logging", "qwen_in_float32", "reset_stream_schedule", "wind_down"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -102,7 +106,10 @@ class RandomStreams:
         self._torch = torch
         self._lock = threading.Lock()
         self._states: dict[str, Any] = {}
+        self._stop_id: int | None = None
         self.installed = False
+        self.stopping = False
+        """Set while an abandoned stream is wound down: the sampler answers end-of-speech."""
 
     def seed(self, seed: int) -> None:
         """Start both streams from ``seed`` (call under the engine lock, before a request)."""
@@ -121,6 +128,7 @@ class RandomStreams:
             return False
         llm.sampling = self._wrap("llm", llm.sampling)
         model.token2wav = self._wrap("vocoder", model.token2wav)
+        self._stop_id = getattr(llm, "speech_token_size", None)
         self.installed = True
         return True
 
@@ -128,6 +136,8 @@ class RandomStreams:
         torch = self._torch
 
         def run(*args: Any, **kwargs: Any) -> Any:
+            if name == "llm" and self.stopping and self._stop_id is not None:
+                return self._stop_id  # the first stop token: the LLM loop ends cleanly
             with self._lock:
                 outside = torch.get_rng_state()
                 state = self._states.get(name)
@@ -141,6 +151,32 @@ class RandomStreams:
 
         run.__wrapped__ = func  # type: ignore[attr-defined]
         return run
+
+
+def wind_down(model: Any, streams: RandomStreams | None, timeout: float = 600.0) -> None:
+    """After a streaming call was abandoned (a client went away, an error), wait for
+    upstream's LLM thread and drop the per-call state it leaves behind.
+
+    ``model.tts(stream=True)`` runs the LLM in a thread and only cleans up after its loop; a
+    generator closed mid-way leaves the thread sampling (from the LLM's random stream, which
+    the next request would then share) and its entries in the model's dicts. The sampler is
+    told to answer end-of-speech, so the thread ends at its next token."""
+    ends = getattr(model, "llm_end_dict", None)
+    if not ends:
+        return
+    if streams is not None:
+        streams.stopping = True
+    try:
+        deadline = time.monotonic() + timeout
+        while not all(ends.values()) and time.monotonic() < deadline:
+            time.sleep(0.005)
+    finally:
+        if streams is not None:
+            streams.stopping = False
+    for attr in ("tts_speech_token_dict", "llm_end_dict", "mel_overlap_dict", "hift_cache_dict", "flow_cache_dict"):
+        table = getattr(model, attr, None)
+        if isinstance(table, dict):
+            table.clear()
 
 
 # --- which code is running -------------------------------------------------------------------
@@ -193,10 +229,11 @@ def code_identity(source: str, cli_file: str, repo_dir: Path | None) -> str:
     the digest over the cosyvoice and matcha packages as loaded (``.py``, ``.yaml`` and the
     tokenizer's ``.tiktoken`` files), the commit when the source is a git checkout."""
     package = Path(cli_file).resolve().parents[1]  # .../cosyvoice
-    matcha = sys.modules.get("matcha")
     roots = [package]
-    if matcha is not None and getattr(matcha, "__file__", None):
-        roots.append(Path(str(matcha.__file__)).resolve().parent)
+    # Located, not imported (whether matcha is imported yet depends on what ran before).
+    matcha = importlib.util.find_spec("matcha")
+    if matcha is not None and matcha.origin:
+        roots.append(Path(matcha.origin).resolve().parent)
     label = source
     if source == "upstream" and repo_dir is not None:
         commit = _git_commit(repo_dir)
