@@ -49,15 +49,28 @@ def stack_missing() -> str | None:
     return None
 
 
+def _where(module: object) -> str | None:
+    where = getattr(module, "__file__", None)
+    if where:
+        return str(where)
+    try:  # a namespace package (no __init__.py): its path is computed from the parent package
+        return next(iter(list(getattr(module, "__path__", []) or [])), None)
+    except (KeyError, TypeError):
+        return None
+
+
 def _drop(keep_under: Path | None) -> None:
-    for name in list(sys.modules):
-        if name.split(".")[0] not in ("cosyvoice", "matcha"):
-            continue
-        module = sys.modules[name]
-        where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", []) or []), None)
+    # Decide for every module first: a namespace package's path is recomputed through its
+    # parent, which must still be in sys.modules.
+    names = [name for name in sys.modules if name.split(".")[0] in ("cosyvoice", "matcha")]
+    doomed = []
+    for name in names:
+        where = _where(sys.modules[name])
         inside = where is not None and keep_under is not None and keep_under in Path(where).resolve().parents
         if not inside:
-            del sys.modules[name]
+            doomed.append(name)
+    for name in doomed:
+        del sys.modules[name]
 
 
 def _upstream_paths(repo: Path) -> list[str]:
