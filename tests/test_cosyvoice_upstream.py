@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -501,6 +502,7 @@ def test_convert_respeaks_the_source_in_the_voice(
 
 @needs_upstream
 def test_every_version_part_changes_the_cache_key(engines: dict[str, Any], tmp_path: Path) -> None:
+    from lib.engines.cosyvoice.modeldir import inspect_model_dir
     from lib.engines.cosyvoice.version import model_version
     from lib.request import TTSRequest
 
@@ -533,11 +535,16 @@ def test_every_version_part_changes_the_cache_key(engines: dict[str, Any], tmp_p
         keys.add(svc.resolve(request).key)
         svc.close()
     assert len(keys) == len(versions)
+    # The weights: the content decides, not the path; any file of the directory counts.
+    copy = tmp_path / "elsewhere" / engine.model.path.name
+    shutil.copytree(engine.model.path, copy)
+    assert model_version(inspect_model_dir(copy), parts, memo) == engine.model_version
+    merges = copy / "CosyVoice-BlankEN" / "merges.txt"
+    merges.write_text(merges.read_text() + "a b\n")
+    assert model_version(inspect_model_dir(copy), parts, memo) != engine.model_version
 
 
 def test_code_identity_follows_the_code_and_reads_a_commit(tmp_path: Path) -> None:
-    import shutil
-
     from lib.engines.cosyvoice.upstream import code_identity
 
     repo = tmp_path / "CosyVoice"
