@@ -570,12 +570,12 @@ def test_code_identity_follows_the_code_and_reads_a_commit(tmp_path: Path) -> No
 def test_normaliser_is_read_from_the_frontend() -> None:
     from types import SimpleNamespace
 
-    from lib.engines.cosyvoice.engine import _normaliser
+    from lib.engines.cosyvoice.upstream import normaliser_of
 
-    assert _normaliser(SimpleNamespace(text_frontend="wetext")) == "wetext"
-    assert _normaliser(SimpleNamespace(text_frontend="ttsfrd")) == "ttsfrd"
-    assert _normaliser(SimpleNamespace(text_frontend="")) == "none"
-    assert _normaliser(SimpleNamespace()) == "none"  # cosyvoice-minicpmo: no normaliser
+    assert normaliser_of(SimpleNamespace(text_frontend="wetext")) == "wetext"
+    assert normaliser_of(SimpleNamespace(text_frontend="ttsfrd")) == "ttsfrd"
+    assert normaliser_of(SimpleNamespace(text_frontend="")) == "none"
+    assert normaliser_of(SimpleNamespace()) == "none"  # cosyvoice-minicpmo: no normaliser
 
 
 # --- two processes ------------------------------------------------------------------------------------

@@ -34,12 +34,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lib.config import CosyVoiceConfig
-from lib.engines.base import PROMPT_SAMPLE_RATE, Synthesis, VoiceProfile
+from lib.engines.base import Synthesis, VoiceProfile
 from lib.engines.cosyvoice.convert import prompt_half, restored_prompt
 from lib.engines.cosyvoice.modeldir import ModelDir, inspect_model_dir
+from lib.engines.cosyvoice.pcm import check_pcm, output_chunk
 from lib.engines.cosyvoice.runtime import Runtime, accepts, load_runtime, marker_added_by
 from lib.engines.cosyvoice.speakers import PROMPT_PREFIX, PromptTable, dump_features, load_features
-from lib.engines.cosyvoice.upstream import reset_stream_schedule, wind_down
+from lib.engines.cosyvoice.upstream import normaliser_of, reset_stream_schedule, v3_cross_lingual, wind_down
 from lib.engines.cosyvoice.version import VersionParts, model_version
 from lib.errors import EngineError, EngineUnavailableError, NotFoundError, PromptAudioError, ValidationError
 
@@ -47,9 +48,6 @@ __all__ = ["CosyVoiceEngine"]
 
 _LOGGER = logging.getLogger(__name__)
 
-#: CosyVoice's speech tokenizer refuses prompts longer than this.
-MAX_PROMPT_SECONDS = 30.0
-MIN_PROMPT_SECONDS = 0.5
 #: CosyVoice3 was trained with this system prompt in front of every prompt/instruction.
 _V3_SYSTEM = "You are a helpful assistant."
 _V3_END = "<|endofprompt|>"
@@ -85,7 +83,7 @@ class CosyVoiceEngine:
         # Upstream frontends carry a text normaliser (ttsfrd/wetext, or at least sentence
         # splitting); cosyvoice-minicpmo removed it and raises if asked to use it.
         self._text_frontend = hasattr(frontend, "text_frontend") or hasattr(frontend, "use_ttsfrd")
-        self.normaliser = _normaliser(frontend)
+        self.normaliser = normaliser_of(frontend)
         """The text normaliser the frontend runs: ``ttsfrd``, ``wetext`` or ``none``."""
         self._pristine_presets = {
             spk: dict(info) for spk, info in frontend.spk2info.items() if not str(spk).startswith(PROMPT_PREFIX)
@@ -167,7 +165,7 @@ class CosyVoiceEngine:
     def extract_voice(self, prompt_pcm: NDArray[Any], prompt_text: str) -> VoiceProfile:
         """Run CosyVoice's prompt frontend once (``add_zero_shot_spk``) and return the
         features as a serialisable profile; they are also registered for immediate use."""
-        pcm = self._check_prompt(prompt_pcm)
+        pcm = check_pcm(prompt_pcm)
         text = self._prompt_text(prompt_text)
         torch = self._rt.torch
         with self._lock:
@@ -190,28 +188,6 @@ class CosyVoiceEngine:
         return VoiceProfile(
             self.name, self.model_version, "prompt", {"prompt_text": text, "feature_id": feature_id}, blob
         )
-
-    def _check_prompt(self, prompt_pcm: NDArray[Any], what: str = "prompt audio") -> NDArray[Any]:
-        pcm = np.asarray(prompt_pcm)
-        if pcm.ndim == 2 and 1 in pcm.shape:
-            pcm = pcm.reshape(-1)
-        if pcm.ndim != 1 or pcm.dtype != np.int16:
-            raise PromptAudioError(f"{what} must be mono 16-bit PCM at 16 kHz")
-        seconds = pcm.size / PROMPT_SAMPLE_RATE
-        if seconds < MIN_PROMPT_SECONDS:
-            raise PromptAudioError(
-                f"{what} is {seconds:.2f} s; CosyVoice needs at least "
-                f"{MIN_PROMPT_SECONDS:g} s of speech (3-10 s works best)"
-            )
-        if seconds > MAX_PROMPT_SECONDS:
-            raise PromptAudioError(
-                f"{what} is {seconds:.1f} s; CosyVoice's speech tokenizer takes at most "
-                f"{MAX_PROMPT_SECONDS:g} s, trim it"
-            )
-        audio = pcm.astype(np.float32) / 32768.0
-        if float(np.sqrt(np.mean(audio * audio))) < 1e-4:
-            raise PromptAudioError(f"{what} is silent; record the voice closer to the microphone")
-        return audio
 
     def _prompt_text(self, prompt_text: str) -> str:
         text = prompt_text.strip()
@@ -257,7 +233,7 @@ class CosyVoiceEngine:
             outputs = plan.run()
             try:
                 for output in outputs:
-                    chunk = _chunk(output)
+                    chunk = output_chunk(output)
                     if chunk.size:
                         yield chunk
             finally:
@@ -285,7 +261,7 @@ class CosyVoiceEngine:
             raise EngineUnavailableError(
                 "this CosyVoice code has no inference_vc; set cosyvoice.repo_dir to an upstream CosyVoice checkout"
             )
-        pcm = self._check_prompt(source_pcm, what="source audio")
+        pcm = check_pcm(source_pcm, what="source audio")
         if not (speed > 0 and np.isfinite(speed)):
             raise ValidationError(f"speed: must be positive, got {speed}")
         self._check_profile(voice)
@@ -302,7 +278,7 @@ class CosyVoiceEngine:
                 with restored_prompt(self.cosyvoice.frontend, half) as heard:
                     self._seed(int(seed))
                     outputs = self.cosyvoice.inference_vc(source, None, stream=False, speed=float(speed))
-                    chunks = [_chunk(output) for output in outputs]
+                    chunks = [output_chunk(output) for output in outputs]
             finally:
                 if key is not None:
                     self._rt.wav_registry.pop(key, None)
@@ -390,7 +366,9 @@ class CosyVoiceEngine:
                     "mode (no zero_shot_spk_id); update the upstream checkout"
                 )
             if self.family == "v3":
-                return _Plan(lambda: self._v3_cross_lingual(text, spk_id, common), [(spk_id, {})])
+                normalise = cosy.frontend.text_normalize if self._text_frontend else None
+                rearm = lambda: self._arm(spk_id, {})  # noqa: E731 - a fresh copy of the features per call
+                return _Plan(lambda: v3_cross_lingual(cosy, text, spk_id, common, normalise, rearm), [(spk_id, {})])
             return _Plan(
                 lambda: cosy.inference_cross_lingual(text, None, zero_shot_spk_id=spk_id, **common), [(spk_id, {})]
             )
@@ -407,21 +385,6 @@ class CosyVoiceEngine:
             [(spk_id, overrides)],
         )
 
-    def _v3_cross_lingual(self, text: str, spk_id: str, common: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        """CosyVoice3 wants its system prompt in front of cross-lingual text, but upstream's
-        ``text_normalize`` skips normalisation *and* sentence splitting of any text holding
-        ``<|``: so the text is normalised and split here, and each segment is spoken with the
-        prompt in front and the frontend off."""
-        segments = [text]
-        if self._text_frontend:
-            segments = list(self.cosyvoice.frontend.text_normalize(text, split=True, text_frontend=True))
-        plain = {**common, "text_frontend": False}
-        for index, segment in enumerate(segments):
-            if index:
-                self._arm(spk_id, {})  # a fresh copy of the features for each call
-            spoken = f"{_V3_SYSTEM}{_V3_END}{segment}"
-            yield from self.cosyvoice.inference_cross_lingual(spoken, None, zero_shot_spk_id=spk_id, **plain)
-
     # -- lifecycle ------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -429,23 +392,3 @@ class CosyVoiceEngine:
             self._table.clear()
             self.cosyvoice = None
         gc.collect()
-
-
-def _normaliser(frontend: Any) -> str:
-    """Which text normaliser the frontend really runs. Upstream picks ``ttsfrd`` if it loads
-    (its resources are not public), else ``wetext`` if importable, else none (and records
-    the choice in ``text_frontend``); cosyvoice-minicpmo has no normaliser at all."""
-    chosen = getattr(frontend, "text_frontend", None)
-    if isinstance(chosen, str):
-        return chosen or "none"
-    if getattr(frontend, "use_ttsfrd", False):  # older upstream code: a flag
-        return "ttsfrd"
-    return "none"
-
-
-def _chunk(output: dict[str, Any]) -> NDArray[Any]:
-    chunk = output["tts_speech"].detach().cpu().numpy().reshape(-1).astype(np.float32, copy=False)
-    if not np.all(np.isfinite(chunk)):
-        raise EngineError("CosyVoice produced invalid (non-finite) audio; nothing was cached")
-    clipped: NDArray[Any] = np.clip(chunk, -1.0, 1.0)
-    return clipped

@@ -41,7 +41,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RandomStreams", "code_identity", "keep_logging", "qwen_in_float32", "reset_stream_schedule", "wind_down"]
+__all__ = [
+    "RandomStreams",
+    "code_identity",
+    "keep_logging",
+    "normaliser_of",
+    "qwen_in_float32",
+    "reset_stream_schedule",
+    "v3_cross_lingual",
+    "wind_down",
+]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -177,6 +186,42 @@ def wind_down(model: Any, streams: RandomStreams | None, timeout: float = 600.0)
         table = getattr(model, attr, None)
         if isinstance(table, dict):
             table.clear()
+
+
+def normaliser_of(frontend: Any) -> str:
+    """Which text normaliser the frontend really runs. Upstream picks ``ttsfrd`` if it loads
+    (its resources are not public), else ``wetext`` if importable, else none (and records
+    the choice in ``text_frontend``); cosyvoice-minicpmo has no normaliser at all."""
+    chosen = getattr(frontend, "text_frontend", None)
+    if isinstance(chosen, str):
+        return chosen or "none"
+    if getattr(frontend, "use_ttsfrd", False):  # older upstream code: a flag
+        return "ttsfrd"
+    return "none"
+
+
+_V3_PROMPT = "You are a helpful assistant.<|endofprompt|>"
+
+
+def v3_cross_lingual(
+    cosy: Any,
+    text: str,
+    spk_id: str,
+    common: dict[str, Any],
+    normalise: Callable[..., Any] | None,
+    rearm: Callable[[], None],
+) -> Iterator[dict[str, Any]]:
+    """CosyVoice3 wants its system prompt in front of cross-lingual text, but upstream's
+    ``text_normalize`` skips normalisation *and* sentence splitting of any text holding
+    ``<|``: so the text is normalised and split here, and each segment is spoken with the
+    prompt in front and the frontend off. ``rearm`` puts a fresh copy of the speaker's
+    features in the table before every call after the first."""
+    segments = list(normalise(text, split=True, text_frontend=True)) if normalise is not None else [text]
+    plain = {**common, "text_frontend": False}
+    for index, segment in enumerate(segments):
+        if index:
+            rearm()
+        yield from cosy.inference_cross_lingual(f"{_V3_PROMPT}{segment}", None, zero_shot_spk_id=spk_id, **plain)
 
 
 # --- which code is running -------------------------------------------------------------------
