@@ -171,6 +171,11 @@ class CosyVoiceConfig:
     """JSON file remembering the model files' digests by path, size and modification time,
     so that the model version is hashed once per model file and start-up stays fast.
     Null uses ``$XDG_CACHE_HOME/voice-tts/cosyvoice-fingerprints.json`` (``~/.cache``)."""
+    native_stream: bool = True
+    """CosyVoice2/3: speak with upstream's own streaming (``stream=True``), so that a
+    streamed request starts after the first ~25 speech tokens; the cached audio is the
+    streamed audio. False: one upstream call per text segment (non-streaming quality).
+    Part of the model version."""
 
     def __post_init__(self) -> None:
         # Checks of this section live here, beside its fields (the CosyVoice engine owns them).

@@ -47,6 +47,7 @@ fi
 # 5. Smoke test: the import chain the engine uses.
 "$py" - <<'PY'
 import torch, torchaudio.compliance.kaldi, onnxruntime, whisper, hyperpyyaml  # noqa: F401
+import x_transformers, wetext  # noqa: F401  (upstream code: CosyVoice3's DiT, the text normaliser)
 from cosyvoice.cli.cosyvoice import CosyVoice  # noqa: F401
 from cosyvoice.utils.common import set_all_random_seed  # noqa: F401
 print(f"cosyvoice stack ok: torch {torch.__version__}, cuda={torch.cuda.is_available()}")

@@ -206,6 +206,9 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(_MISSING)
     sys.path.insert(0, str(ROOT / "tests"))
     import cosyvoice_fixture
+    from cosyvoice_code import use_installed
+
+    use_installed()  # these tests run the installed cosyvoice-minicpmo package, not the upstream source
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

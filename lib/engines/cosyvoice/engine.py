@@ -10,6 +10,13 @@ Determinism: all model calls are serialised by one lock, and CosyVoice's
 same samples in any process on the same hardware and code. ``stream`` holds that lock
 until its generator is exhausted or closed, because a second request drawing from the
 global RNG in between would change the rest of the audio.
+
+Streaming: for CosyVoice2/3 (``cosyvoice.native_stream``, on by default) the audio *is*
+upstream's ``stream=True`` output, chunk by chunk, in ``stream`` and in ``synthesise`` alike,
+so that the cached audio equals the concatenation of what was streamed. Upstream's streaming
+is made deterministic from outside (``upstream.RandomStreams``, ``reset_stream_schedule``).
+Upstream refuses ``speed`` in streaming mode, so a request with speed != 1 runs
+``stream=False`` per text segment; CosyVoice-300M always does.
 """
 
 from __future__ import annotations
@@ -27,19 +34,20 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lib.config import CosyVoiceConfig
-from lib.engines.base import PROMPT_SAMPLE_RATE, Synthesis, VoiceProfile
-from lib.engines.cosyvoice.modeldir import ModelDir, fingerprint, inspect_model_dir
+from lib.engines.base import Synthesis, VoiceProfile
+from lib.engines.cosyvoice.convert import prompt_half, restored_prompt
+from lib.engines.cosyvoice.modeldir import ModelDir, inspect_model_dir
+from lib.engines.cosyvoice.pcm import check_pcm, output_chunk
 from lib.engines.cosyvoice.runtime import Runtime, accepts, load_runtime, marker_added_by
 from lib.engines.cosyvoice.speakers import PROMPT_PREFIX, PromptTable, dump_features, load_features
+from lib.engines.cosyvoice.upstream import normaliser_of, reset_stream_schedule, v3_cross_lingual, wind_down
+from lib.engines.cosyvoice.version import VersionParts, model_version
 from lib.errors import EngineError, EngineUnavailableError, NotFoundError, PromptAudioError, ValidationError
 
 __all__ = ["CosyVoiceEngine"]
 
 _LOGGER = logging.getLogger(__name__)
 
-#: CosyVoice's speech tokenizer refuses prompts longer than this.
-MAX_PROMPT_SECONDS = 30.0
-MIN_PROMPT_SECONDS = 0.5
 #: CosyVoice3 was trained with this system prompt in front of every prompt/instruction.
 _V3_SYSTEM = "You are a helpful assistant."
 _V3_END = "<|endofprompt|>"
@@ -75,22 +83,40 @@ class CosyVoiceEngine:
         # Upstream frontends carry a text normaliser (ttsfrd/wetext, or at least sentence
         # splitting); cosyvoice-minicpmo removed it and raises if asked to use it.
         self._text_frontend = hasattr(frontend, "text_frontend") or hasattr(frontend, "use_ttsfrd")
+        self.normaliser = normaliser_of(frontend)
+        """The text normaliser the frontend runs: ``ttsfrd``, ``wetext`` or ``none``."""
         self._pristine_presets = {
             spk: dict(info) for spk, info in frontend.spk2info.items() if not str(spk).startswith(PROMPT_PREFIX)
         }
         self._table = PromptTable(frontend.spk2info, config.prompt_cache_bytes)
-        variant = f"{self._rt.source}|text_frontend={int(self._text_frontend)}|instruct={int(self.model.instruct)}"
-        self.model_version = f"{self.model.family.key}-{fingerprint(self.model, variant, config.fingerprint_file)}"
+        model = self.cosyvoice.model
+        self._streams = None
+        if config.native_stream and self.model.family.key in ("v2", "v3"):
+            self._streams = self._rt.random_streams(self.cosyvoice)
+        self._hop = getattr(model, "token_hop_len", None)
+        self.version_parts = VersionParts(
+            family=self.model.family.key,
+            instruct=self.model.instruct,
+            code=self._rt.code,
+            normaliser=self.normaliser,
+            torch=str(self._rt.torch.__version__),
+            device=str(getattr(model, "device", "cpu")).split(":")[0],
+            fp16=bool(getattr(model, "fp16", False)),
+            stream="native" if self._streams is not None else "segments",
+        )
+        """Everything besides the model files that decides the audio (see ``version.py``)."""
+        self.model_version = model_version(self.model, self.version_parts, config.fingerprint_file)
         self.modes = self._supported_modes()
         self.frontend_runs = 0
         """Prompt frontend runs (speech tokens, features, embedding) since start."""
         _LOGGER.info(
-            "cosyvoice %s ready in %.1f s: %s, modes %s, %d preset voices",
+            "cosyvoice %s ready in %.1f s: %s, modes %s, %d preset voices (%s)",
             self.model_version,
             time.perf_counter() - started,
             self.model.path,
             ",".join(sorted(self.modes)),
             len(self._pristine_presets),
+            self.version_parts.describe(),
         )
 
     # -- description ------------------------------------------------------------------
@@ -98,6 +124,16 @@ class CosyVoiceEngine:
     @property
     def family(self) -> str:
         return self.model.family.key
+
+    @property
+    def native_stream(self) -> bool:
+        """Whether speed-1 requests are upstream's ``stream=True`` chunks."""
+        return self._streams is not None
+
+    @property
+    def converts(self) -> bool:
+        """Whether the loaded code can convert speech (upstream ``inference_vc``)."""
+        return hasattr(self.cosyvoice, "inference_vc") and hasattr(self.cosyvoice.frontend, "_extract_speech_token")
 
     def _supported_modes(self) -> frozenset[str]:
         modes: set[str] = set()
@@ -129,7 +165,7 @@ class CosyVoiceEngine:
     def extract_voice(self, prompt_pcm: NDArray[Any], prompt_text: str) -> VoiceProfile:
         """Run CosyVoice's prompt frontend once (``add_zero_shot_spk``) and return the
         features as a serialisable profile; they are also registered for immediate use."""
-        pcm = self._check_prompt(prompt_pcm)
+        pcm = check_pcm(prompt_pcm)
         text = self._prompt_text(prompt_text)
         torch = self._rt.torch
         with self._lock:
@@ -153,28 +189,6 @@ class CosyVoiceEngine:
             self.name, self.model_version, "prompt", {"prompt_text": text, "feature_id": feature_id}, blob
         )
 
-    def _check_prompt(self, prompt_pcm: NDArray[Any]) -> NDArray[Any]:
-        pcm = np.asarray(prompt_pcm)
-        if pcm.ndim == 2 and 1 in pcm.shape:
-            pcm = pcm.reshape(-1)
-        if pcm.ndim != 1 or pcm.dtype != np.int16:
-            raise PromptAudioError("prompt audio must be mono 16-bit PCM at 16 kHz")
-        seconds = pcm.size / PROMPT_SAMPLE_RATE
-        if seconds < MIN_PROMPT_SECONDS:
-            raise PromptAudioError(
-                f"prompt audio is {seconds:.2f} s; CosyVoice needs at least "
-                f"{MIN_PROMPT_SECONDS:g} s of speech (3-10 s works best)"
-            )
-        if seconds > MAX_PROMPT_SECONDS:
-            raise PromptAudioError(
-                f"prompt audio is {seconds:.1f} s; CosyVoice's speech tokenizer takes at most "
-                f"{MAX_PROMPT_SECONDS:g} s, trim it"
-            )
-        audio = pcm.astype(np.float32) / 32768.0
-        if float(np.sqrt(np.mean(audio * audio))) < 1e-4:
-            raise PromptAudioError("prompt audio is silent; record the voice closer to the microphone")
-        return audio
-
     def _prompt_text(self, prompt_text: str) -> str:
         text = prompt_text.strip()
         if text and self._text_frontend:
@@ -197,10 +211,10 @@ class CosyVoiceEngine:
     def stream(
         self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
     ) -> Iterator[NDArray[Any]]:
-        """The audio of :meth:`synthesise` as float32 chunks, one per text segment CosyVoice
-        splits the text into. Chunks are never produced with CosyVoice's own ``stream=True``:
-        its chunking depends on timing and ignores ``speed``, so the joined audio would
-        differ from the cached result."""
+        """The audio of :meth:`synthesise` as float32 chunks: upstream's own streaming chunks
+        for CosyVoice2/3 at speed 1 (the first arrives after about 25 speech tokens, not after
+        the whole text), else one chunk per text segment. Either way the chunks join to exactly
+        the audio ``synthesise`` returns and the cache stores."""
         if not text.strip():
             raise ValidationError("text: is empty; type the words to speak")
         if not (speed > 0 and np.isfinite(speed)):
@@ -215,12 +229,63 @@ class CosyVoiceEngine:
             plan = self._plan(text, voice, style, speed, mode)
             for spk_id, overrides in plan.arm:
                 self._arm(spk_id, overrides)
-            self._rt.set_seed(seed)
-            for output in plan.run():
-                chunk = output["tts_speech"].detach().cpu().numpy().reshape(-1).astype(np.float32, copy=False)
-                if not np.all(np.isfinite(chunk)):
-                    raise EngineError("CosyVoice produced invalid (non-finite) audio; nothing was cached")
-                yield np.clip(chunk, -1.0, 1.0)
+            self._seed(seed)
+            outputs = plan.run()
+            try:
+                for output in outputs:
+                    chunk = output_chunk(output)
+                    if chunk.size:
+                        yield chunk
+            finally:
+                # Normally a no-op; after a stream was closed mid-way (or failed), stop
+                # upstream's LLM thread before the next request may run.
+                close = getattr(outputs, "close", None)
+                if close is not None:
+                    close()
+                wind_down(self.cosyvoice.model, self._streams)
+
+    def _seed(self, seed: int) -> None:
+        """Everything random starts from ``seed`` (call under the lock, right before a call)."""
+        self._rt.set_seed(seed)
+        if self._streams is not None:
+            self._streams.seed(seed)
+        reset_stream_schedule(self.cosyvoice.model, self._hop)
+
+    # -- voice conversion -------------------------------------------------------------------
+
+    def convert(self, source_pcm: NDArray[Any], voice: VoiceProfile, *, seed: int, speed: float) -> Synthesis:
+        """Re-speak ``source_pcm`` in ``voice`` with upstream's ``inference_vc``: the source's
+        speech tokens replace the LLM's, the voice's cached prompt features condition the
+        flow (see ``convert.py``). Deterministic like :meth:`synthesise` (``stream=False``)."""
+        if not self.converts:
+            raise EngineUnavailableError(
+                "this CosyVoice code has no inference_vc; set cosyvoice.repo_dir to an upstream CosyVoice checkout"
+            )
+        pcm = check_pcm(source_pcm, what="source audio")
+        if not (speed > 0 and np.isfinite(speed)):
+            raise ValidationError(f"speed: must be positive, got {speed}")
+        self._check_profile(voice)
+        torch = self._rt.torch
+        with self._lock:
+            spk_id, _ = self._speaker_for(voice)
+            stored = self._pristine_presets.get(spk_id) if voice.kind == "preset" else self._table.features(spk_id)
+            if stored is None:  # pragma: no cover - _speaker_for registered it under this lock
+                raise EngineError("voice vanished from the speaker table")
+            half = prompt_half(torch, stored)
+            key = self._rt.prompt_key(pcm) if self._rt.path_prompts else None
+            source = key if key is not None else torch.from_numpy(pcm).unsqueeze(0)
+            try:
+                with restored_prompt(self.cosyvoice.frontend, half) as heard:
+                    self._seed(int(seed))
+                    outputs = self.cosyvoice.inference_vc(source, None, stream=False, speed=float(speed))
+                    chunks = [output_chunk(output) for output in outputs]
+            finally:
+                if key is not None:
+                    self._rt.wav_registry.pop(key, None)
+        audio = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
+        if audio.size == 0 or not heard or heard[0] == 0:
+            raise PromptAudioError("CosyVoice heard no speech in the source audio; nothing was converted")
+        return Synthesis(audio, {"family": self.family, "mode": "convert", "source_tokens": heard[0]})
 
     def _check_profile(self, voice: VoiceProfile) -> None:
         if voice.engine != self.name or voice.model_version != self.model_version:
@@ -263,7 +328,8 @@ class CosyVoiceEngine:
             )
         cosy, tf = self.cosyvoice, self._text_frontend
         spk_id, has_prompt = self._speaker_for(voice)
-        common: dict[str, Any] = {"stream": False, "speed": speed, "text_frontend": tf}
+        native = self._streams is not None and speed == 1.0
+        common: dict[str, Any] = {"stream": native, "speed": speed, "text_frontend": tf}
         prompt_text = str(voice.params.get("prompt_text", ""))
         if mode == "preset" and voice.kind == "prompt":
             mode = "zero_shot" if prompt_text else "cross_lingual"
@@ -299,9 +365,12 @@ class CosyVoiceEngine:
                     "this CosyVoice code cannot reuse prompt features in cross-lingual "
                     "mode (no zero_shot_spk_id); update the upstream checkout"
                 )
-            spoken = f"{_V3_SYSTEM}{_V3_END}{text}" if self.family == "v3" else text
+            if self.family == "v3":
+                normalise = cosy.frontend.text_normalize if self._text_frontend else None
+                rearm = lambda: self._arm(spk_id, {})  # noqa: E731 - a fresh copy of the features per call
+                return _Plan(lambda: v3_cross_lingual(cosy, text, spk_id, common, normalise, rearm), [(spk_id, {})])
             return _Plan(
-                lambda: cosy.inference_cross_lingual(spoken, None, zero_shot_spk_id=spk_id, **common), [(spk_id, {})]
+                lambda: cosy.inference_cross_lingual(text, None, zero_shot_spk_id=spk_id, **common), [(spk_id, {})]
             )
         # instruct with CosyVoice2/3: the instruction replaces the prompt transcript. With a
         # zero_shot_spk_id upstream would keep the stored transcript tokens and silently drop

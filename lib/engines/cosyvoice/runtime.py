@@ -20,6 +20,7 @@ import contextlib
 import importlib
 import importlib.metadata
 import inspect
+import itertools
 import logging
 import os
 import sys
@@ -33,6 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lib.engines.cosyvoice.modeldir import ModelDir, obtain_hint
+from lib.engines.cosyvoice.upstream import RandomStreams, code_identity, keep_logging, qwen_in_float32
 from lib.errors import EngineUnavailableError
 
 __all__ = ["INSTALL_HINT", "Runtime", "load_runtime"]
@@ -45,6 +47,10 @@ INSTALL_HINT = (
     "cosyvoice.repo_dir to an upstream CosyVoice checkout; see the CosyVoice section of README.md. "
     "To run without it, start with --engine builtin"
 )
+
+
+_WAVS: dict[str, NDArray[Any]] = {}
+_WAV_IDS = itertools.count(1)
 
 
 class DownloadRefusedError(RuntimeError):
@@ -69,10 +75,11 @@ class Runtime:
     set_seed: Callable[[int], None]
     """CosyVoice's own ``set_all_random_seed``."""
     torch: Any
-    wav_registry: dict[str, NDArray[Any]] = field(default_factory=dict)
-    """In-memory prompt PCM (float32, 16 kHz) served to a path-reading frontend by key."""
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _counter: int = 0
+    code: str = ""
+    """Identity of the code (source, commit or version, digest); part of the model version."""
+    wav_registry: dict[str, NDArray[Any]] = field(default_factory=lambda: _WAVS)
+    """In-memory prompt PCM (float32, 16 kHz) served to a path-reading frontend by key. One
+    per process: every engine on the same code shares the frontend module it is served by."""
 
     @property
     def has_auto_model(self) -> bool:
@@ -80,9 +87,7 @@ class Runtime:
 
     def prompt_key(self, pcm: NDArray[Any]) -> str:
         """Register ``pcm`` and return the pseudo path the patched ``load_wav`` serves it by."""
-        with self._lock:
-            self._counter += 1
-            key = f"<memory:prompt-{self._counter}>.wav"
+        key = f"<memory:prompt-{next(_WAV_IDS)}>.wav"  # itertools.count: atomic under the GIL
         self.wav_registry[key] = pcm
         return key
 
@@ -97,22 +102,32 @@ class Runtime:
             )
         path = str(model.path)
         try:
-            if self.has_auto_model:
-                cosy = self.cli.AutoModel(model_dir=path, load_trt=False, fp16=fp16)
-            else:
-                cls = getattr(self.cli, family.class_name, None)
-                if cls is None:
-                    raise EngineUnavailableError(
-                        f"the installed CosyVoice code has no {family.class_name} class for {path}; set "
-                        "cosyvoice.repo_dir to a recent upstream CosyVoice checkout"
-                    )
-                cosy = cls(path, fp16=fp16)
+            with keep_logging(), qwen_in_float32(self.torch):
+                cosy = self._build(model, path, fp16)
         except DownloadRefusedError as exc:
             raise EngineUnavailableError(str(exc)) from exc
         _neutralise_downloads()  # loading the yaml imported more modules
         self._fix_llm(cosy, model)
         self._patch_frontend(cosy)
         return cosy
+
+    def _build(self, model: ModelDir, path: str, fp16: bool) -> Any:
+        family = model.family
+        if self.has_auto_model:
+            return self.cli.AutoModel(model_dir=path, load_trt=False, fp16=fp16)
+        cls = getattr(self.cli, family.class_name, None)
+        if cls is None:
+            raise EngineUnavailableError(
+                f"the installed CosyVoice code has no {family.class_name} class for {path}; set "
+                "cosyvoice.repo_dir to a recent upstream CosyVoice checkout"
+            )
+        return cls(path, fp16=fp16)
+
+    def random_streams(self, cosy: Any) -> RandomStreams | None:
+        """Separate random streams for the LLM sampler and the vocoder path of ``cosy``
+        (see :class:`RandomStreams`), or None when the model lacks the hooks."""
+        streams = RandomStreams(self.torch)
+        return streams if streams.install(cosy.model) else None
 
     def _fix_llm(self, cosy: Any, model: ModelDir) -> None:
         """cosyvoice-minicpmo skips ``llm.pt`` and leaves the LLM in train mode (dropout on):
@@ -167,10 +182,11 @@ def _source(repo_dir: Path | None, cli: Any) -> str:
     if repo_dir is not None and repo_dir.resolve() in where.parents:
         return "upstream"
     try:
-        importlib.metadata.version("cosyvoice-minicpmo")
+        dist = importlib.metadata.distribution("cosyvoice-minicpmo")
     except importlib.metadata.PackageNotFoundError:
         return "installed"
-    return "minicpmo"
+    package = Path(str(dist.locate_file("cosyvoice"))).resolve()
+    return "minicpmo" if package in where.parents else "installed"
 
 
 def _neutralise_downloads() -> None:
@@ -218,8 +234,9 @@ def load_runtime(repo_dir: str | None, device: str) -> Runtime:
             os.environ["CUDA_VISIBLE_DEVICES"] = ""
         try:
             torch = importlib.import_module("torch")
-            cli = importlib.import_module("cosyvoice.cli.cosyvoice")
-            common = importlib.import_module("cosyvoice.utils.common")
+            with keep_logging():  # upstream's file_utils calls logging.basicConfig(DEBUG) at import
+                cli = importlib.import_module("cosyvoice.cli.cosyvoice")
+                common = importlib.import_module("cosyvoice.utils.common")
         except ImportError as exc:
             raise EngineUnavailableError(
                 f"the cosyvoice engine cannot import {exc.name or exc}: {INSTALL_HINT}"
@@ -233,8 +250,9 @@ def load_runtime(repo_dir: str | None, device: str) -> Runtime:
             )
         _neutralise_downloads()
         source = _source(repo, cli)
-        _LOGGER.info("cosyvoice code: %s (%s)", source, cli.__file__)
-        return Runtime(source=source, cli=cli, set_seed=common.set_all_random_seed, torch=torch)
+        code = code_identity(source, str(cli.__file__), repo)
+        _LOGGER.info("cosyvoice code: %s (%s)", code, cli.__file__)
+        return Runtime(source=source, cli=cli, set_seed=common.set_all_random_seed, torch=torch, code=code)
 
 
 def marker_added_by(func: Any, marker: str) -> bool:

@@ -120,6 +120,12 @@ class PromptTable:
             self._table[spk_id] = dict(entry[0])
             return True
 
+    def features(self, spk_id: str) -> dict[str, Any] | None:
+        """The pristine features registered under ``spk_id`` (not a copy: do not mutate)."""
+        with self._lock:
+            entry = self._entries.get(spk_id)
+            return None if entry is None else entry[0]
+
     def clear(self) -> None:
         with self._lock:
             for spk_id in self._entries:
