@@ -15,7 +15,7 @@ from lib.assemble import Finish
 from lib.audio import PromptAudio
 from lib.cache.keys import KeyFields, voice_id
 from lib.config import AppConfig
-from lib.engines.base import VoiceConverter
+from lib.engines.base import can_convert
 from lib.errors import NotFoundError, ValidationError
 from lib.request import CONVERT, ConvertRequest, PromptSource, Resolved, TTSRequest
 from lib.segments import split
@@ -120,7 +120,7 @@ class Resolver:
     def resolve_convert(self, request: ConvertRequest) -> Resolved:
         """Convert mode: keyed on the source recording's fingerprint, the target voice,
         seed, speed, engine and model version (the text field holds the source)."""
-        if not isinstance(self.engine, VoiceConverter):
+        if not can_convert(self.engine):
             raise ValidationError(
                 f"mode: the {self.engine.name} engine cannot convert recordings; use the builtin or cosyvoice engine"
             )

@@ -101,14 +101,22 @@ def test_bad_sources_are_refused_and_nothing_is_cached(
     assert engine.calls == 0 and service.store.stats()["entries"] == 0
 
 
-def test_an_engine_that_cannot_convert_says_so(tmp_path: Path, testdata_dir: Path) -> None:
-    class NoConvert(ToneEngine):
-        convert = None  # type: ignore[assignment]
+class _NoConvert(ToneEngine):
+    convert = None  # type: ignore[assignment]
 
-    svc = TTSService(load_config(env={}, overrides={"engine": "tone", "cache.dir": str(tmp_path / "c")}), NoConvert())
+
+class _ModelCannotConvert(ToneEngine):
+    converts = False  # e.g. CosyVoice code without inference_vc
+
+
+@pytest.mark.parametrize("engine_class", [_NoConvert, _ModelCannotConvert])
+def test_an_engine_that_cannot_convert_says_so(tmp_path: Path, testdata_dir: Path, engine_class: type) -> None:
+    engine = engine_class()
+    svc = TTSService(load_config(env={}, overrides={"engine": "tone", "cache.dir": str(tmp_path / "c")}), engine)
     try:
         with pytest.raises(ValidationError, match="cannot convert"):
             svc.convert(ConvertRequest(source_audio=str(testdata_dir / "male_prompt.wav"), voice="tone-low"))
+        assert engine.calls == 0
     finally:
         svc.close()
 

@@ -28,6 +28,7 @@ __all__ = [
     "Synthesis",
     "VoiceConverter",
     "VoiceProfile",
+    "can_convert",
 ]
 
 #: Sample rate of the canonical prompt PCM every engine receives (mono int16).
@@ -188,3 +189,9 @@ class VoiceConverter(Protocol):
         ``preset_voice``). Raises ``lib.errors.PromptAudioError`` when the source
         cannot be converted (no speech)."""
         ...
+
+
+def can_convert(engine: object) -> bool:
+    """Whether ``engine`` offers the convert mode: it implements :class:`VoiceConverter`
+    and, where that depends on the loaded model or code, says so (``converts``)."""
+    return isinstance(engine, VoiceConverter) and bool(getattr(engine, "converts", True))
