@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from lib.cache.tiers import Tiers
 from lib.engines.base import Engine
 from lib.stats import Stats
+from lib.upgrade import Readiness
 
 if TYPE_CHECKING:
     from lib.shared.tier import SharedTier
@@ -17,12 +18,16 @@ __all__ = ["Dashboard"]
 
 
 class Dashboard:
-    def __init__(self, engine: Engine, tag: str, tiers: Tiers, stats: Stats, shared: SharedTier | None) -> None:
+    def __init__(
+        self, engine: Engine, tag: str, tiers: Tiers, stats: Stats, shared: SharedTier | None,
+        readiness: Readiness | None = None,
+    ) -> None:  # fmt: skip
         self.engine = engine
         self.tag = tag
         self.tiers = tiers
         self.stats = stats
         self.shared = shared
+        self.readiness = readiness
 
     def snapshot(self, top: int = 20, *, texts: bool = True) -> dict[str, Any]:
         """Everything the dashboard and ``/api/cache/stats`` show. Without ``texts``
@@ -43,6 +48,7 @@ class Dashboard:
             engine=self.engine.name, model_version=self.engine.model_version, tag=self.tag,
             cache_available=self.tiers.store.available, cache_error=self.tiers.store.last_error,
             shared=self.shared.status() if self.shared is not None else None,
+            model_versions=self.readiness.versions() if self.readiness is not None else [],
         )  # fmt: skip
         return snap
 

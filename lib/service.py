@@ -48,6 +48,7 @@ from lib.stats import Stats
 from lib.streaming import StreamAnswer, StreamJobs
 from lib.templatebook import TemplateBook
 from lib.templates import Template
+from lib.upgrade import Readiness
 from lib.voices import Voices
 from lib.voices.library import VoiceLibrary
 from lib.voices.profiles import VoiceProfiles
@@ -120,7 +121,8 @@ class TTSService:
         self.admin = Admin(self.tiers, profiles, self.decoder)
         if self.shared is not None:  # evictions and clears on other replicas reach this one's local tiers
             self.shared.follow_evictions(self.admin.apply_remote, self.cache_dir / "shared-evictions.json")
-        self.dashboard = Dashboard(self.engine, self.tag, self.tiers, self.stats, self.shared)
+        readiness = Readiness(self.store, self.resolver.resolve, config.templates.file, self.tag)
+        self.dashboard = Dashboard(self.engine, self.tag, self.tiers, self.stats, self.shared, readiness)
         self.files = ResultFiles()
         """Private files for callers that need a path (the web UI), removed on close."""
         self._lock_store = self._open_lock_store()

@@ -676,3 +676,53 @@ def test_code_from_a_checkout_is_used_and_gives_the_same_audio(engine: Any, tiny
     voice = engine.extract_voice(speech_like(seed=4), "words")
     mine = engine.synthesise("From a checkout.", voice, style="", seed=2, speed=1.0, mode="zero_shot").audio
     assert np.array_equal(mine, np.load(tmp_path / "audio.npy"))
+
+
+@needs_stack
+def test_warm_upgrade_preloads_a_new_model_dir_beside_the_serving_one(tiny_model: Path, tmp_path: Path) -> None:
+    """Issue 11 item 6 with real model directories: ``preload_cache.py --engine cosyvoice
+    --model-dir NEW`` fills the cache the server uses while the server keeps its model;
+    the server reports per model version how many hot phrases are ready; evicting the
+    old version after the switch removes its entries."""
+    import torch
+
+    new_dir = tmp_path / "CosyVoice-300M-new"
+    shutil.copytree(tiny_model, new_dir)
+    state = torch.load(new_dir / "flow.pt", weights_only=True)
+    name = next(iter(state))
+    state[name] = state[name] + 0.01
+    torch.save(state, new_dir / "flow.pt")
+    phrases = tmp_path / "hot.json"
+    phrases.write_text(json.dumps({
+        "voices": {"a": "preset-a"},
+        "phrases": [{"text": "Counter three is open.", "voice": "a"}, {"text": "Thank you.", "voice": "a"}],
+    }), encoding="utf-8")  # fmt: skip
+    cache = tmp_path / "cache"
+    from lib.service import TTSService
+
+    config = load_config(env={}, overrides={
+        "cache.dir": str(cache), "engine": "cosyvoice", "cosyvoice.model_dir": str(tiny_model),
+        "cosyvoice.device": "cpu", "templates.file": str(phrases), "voices.prewarm": False,
+        "cosyvoice.fingerprint_file": str(tmp_path / "fp.json"),
+    })  # fmt: skip
+    serving = TTSService(config, make_engine(tiny_model, tmp_path))
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_")}
+        env["TTS_COSYVOICE_DEVICE"] = "cpu"
+        env["TTS_COSYVOICE_FINGERPRINT_FILE"] = str(tmp_path / "fp.json")
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "preload_cache.py"), "--phrases", str(phrases), "--cache-dir", str(cache),
+             "--engine", "cosyvoice", "--model-dir", str(new_dir)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "preload: 2 phrases, 2 generated, 0 already cached, 0 failed" in done.stdout
+        rows = {row["tag"]: row for row in serving.snapshot()["model_versions"]}
+        new_tag = next(tag for tag in rows if tag != serving.tag)
+        assert rows[serving.tag]["serving"] and rows[serving.tag]["hot_ready"] == 0
+        assert (rows[new_tag]["hot_ready"], rows[new_tag]["hot_total"], rows[new_tag]["serving"]) == (2, 2, False)
+        assert serving.evict(new_tag)["removed"] == 2  # e.g. the upgrade is called off
+        serving.dashboard.readiness._answer = None  # type: ignore[union-attr]
+        assert new_tag not in {row["tag"] for row in serving.snapshot()["model_versions"]}
+    finally:
+        serving.close()

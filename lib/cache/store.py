@@ -202,6 +202,18 @@ class AudioStore:
                 return removed
         return 0
 
+    def tags(self) -> dict[str, int]:
+        """How many entries each tag (``engine:model_version``) has, so that an operator
+        evicts a model version that is actually present instead of typing one.
+
+        diskcache has no public call for this; its tag column is indexed
+        (``tag_index=True``), so one grouped query over it is cheap."""
+        with self._using("tags") as cache:
+            if cache is not None:
+                rows = cache._sql("SELECT tag, COUNT(*) FROM Cache WHERE tag IS NOT NULL GROUP BY tag").fetchall()
+                return {str(tag): int(count) for tag, count in rows}
+        return {}
+
     def expire(self) -> int:
         """Remove expired entries now (they are never served in any case)."""
         with self._using("expire") as cache:

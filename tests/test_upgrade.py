@@ -1,0 +1,109 @@
+"""Warm model upgrades (issue 11 item 6) with the tone engine in two versions: a new
+version is preloaded beside the serving one in the same cache directory, the serving
+service reports per version how many hot phrases are ready, and evicting the old version
+removes exactly its entries. (The same with real CosyVoice model directories and
+``preload_cache.py --model-dir`` is in tests/test_cosyvoice_engine.py.)"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lib.config import AppConfig, load_config
+from lib.engines.tone import ToneEngine
+from lib.phrases import expand, load_phrases
+from lib.preload import preload
+from lib.request import TTSRequest
+from lib.service import TTSService
+
+
+class ToneV2(ToneEngine):
+    model_version = "tone-2"
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> AppConfig:
+    phrases = tmp_path / "hot.json"
+    phrases.write_text(
+        json.dumps({
+            "voices": {"low": "tone-low", "high": "tone-high"},
+            "phrases": [
+                {"text": "欢迎光临", "voice": "low"},
+                {"text": "请A023号顾客到3号窗口办理业务", "voice": "high"},
+                {"text": "Mind the gap", "voice": "low", "seeds": [0, 1]},
+            ],
+        }),
+        encoding="utf-8",
+    )  # fmt: skip
+    return load_config(env={}, overrides={
+        "engine": "tone", "cache.dir": str(tmp_path / "c"), "templates.file": str(phrases),
+    })  # fmt: skip
+
+
+@pytest.fixture
+def serving(config: AppConfig) -> Iterator[TTSService]:
+    svc = TTSService(config, ToneEngine())
+    yield svc
+    svc.close()
+
+
+def _rows(svc: TTSService) -> dict[str, dict[str, Any]]:
+    svc.dashboard.readiness._answer = None  # type: ignore[union-attr]  # the answer is kept 30 s
+    return {row["tag"]: row for row in svc.snapshot()["model_versions"]}
+
+
+def test_a_new_version_fills_beside_the_serving_one(config: AppConfig, serving: TTSService) -> None:
+    assert _rows(serving) == {
+        "tone:tone-1": {"tag": "tone:tone-1", "engine": "tone", "model_version": "tone-1", "entries": 0,
+                        "hot_ready": 0, "hot_total": 4, "serving": True},
+    }  # fmt: skip
+    serving.synthesise(TTSRequest(text="欢迎光临", voice="tone-low"))  # the serving version answers users
+    upgrade = TTSService(config, ToneV2())  # preload_cache.py --model-dir NEW, beside the server
+    try:
+        report = preload(upgrade, expand(load_phrases(str(config.templates.file))))
+        assert (report.generated, report.failed) == (4, 0)
+        upgrade.flush()
+    finally:
+        upgrade.close()
+    serving.flush()
+    rows = _rows(serving)
+    assert rows["tone:tone-1"]["hot_ready"] == 1 and rows["tone:tone-1"]["serving"] is True
+    assert rows["tone:tone-2"]["hot_ready"] == 4 and rows["tone:tone-2"]["entries"] == 4
+    assert rows["tone:tone-2"]["serving"] is False
+    # The old version keeps serving its own audio meanwhile: a hit, no engine call.
+    calls = serving.engine.calls  # type: ignore[attr-defined]
+    assert serving.synthesise(TTSRequest(text="欢迎光临", voice="tone-low")).cache == "HIT"
+    assert serving.engine.calls == calls  # type: ignore[attr-defined]
+
+
+def test_after_the_switch_the_old_version_is_evicted(config: AppConfig, serving: TTSService) -> None:
+    preload(serving, expand(load_phrases(str(config.templates.file))))
+    serving.close()
+    switched = TTSService(config, ToneV2())  # the restart with the new model
+    try:
+        preload(switched, expand(load_phrases(str(config.templates.file))))
+        switched.flush()
+        assert _rows(switched)["tone:tone-1"]["hot_ready"] == 4
+        done = switched.evict("tone:tone-1")
+        assert done["removed"] == 4
+        rows = _rows(switched)
+        assert "tone:tone-1" not in rows
+        assert rows["tone:tone-2"] == {
+            "tag": "tone:tone-2", "engine": "tone", "model_version": "tone-2", "entries": 4,
+            "hot_ready": 4, "hot_total": 4, "serving": True,
+        }  # fmt: skip
+    finally:
+        switched.close()
+
+
+def test_readiness_without_a_phrase_file(tmp_path: Path) -> None:
+    config = load_config(env={}, overrides={"engine": "tone", "cache.dir": str(tmp_path / "c"), "templates.file": None})
+    svc = TTSService(config, ToneEngine())
+    try:
+        assert svc.snapshot()["model_versions"][0]["hot_total"] == 0
+    finally:
+        svc.close()
