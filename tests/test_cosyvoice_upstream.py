@@ -29,10 +29,10 @@ import numpy as np
 import pytest
 from cosyvoice_code import ROOT, stack_missing, upstream_dir, upstream_missing, use_upstream
 
-from lib.audio import float_to_int16
 from lib.config import CosyVoiceConfig, load_config
 from lib.engines.base import VoiceConverter, VoiceProfile
 from lib.errors import PromptAudioError
+from lib.request import TTSRequest
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::FutureWarning"),
@@ -380,11 +380,16 @@ def test_native_stream_joins_to_the_cached_audio(engines: dict[str, Any], tmp_pa
     if family == "v2":
         assert chunks[0].size == 25 * 2 * 480 - 8 * 480
     assert [c.size for c in again] == [c.size for c in chunks]  # the schedule was reset
-    cached = synthesise_with_cache(LONG, service=svc, **fields)
-    assert cached.cache == "MISS"
     joined = np.concatenate(chunks)
     assert np.array_equal(engine.synthesise(LONG, voice, style="", seed=7, speed=1.0, mode="preset").audio, joined)
-    assert np.array_equal(cached.audio.pcm, float_to_int16(joined))  # what was streamed is what is cached
+    # Through the service the answer streams finished (trimmed, levelled) sentence by sentence,
+    # and what was streamed is what is cached.
+    answer = svc.stream(TTSRequest(text=LONG, **fields))
+    streamed = np.concatenate(list(answer.chunks))
+    assert answer.cache == "MISS" and answer.result().cache == "MISS"
+    again_cached = synthesise_with_cache(LONG, service=svc, **fields)
+    assert again_cached.cache == "HIT"
+    assert np.array_equal(again_cached.audio.pcm, streamed)
     svc.close()
 
 
