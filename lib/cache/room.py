@@ -54,7 +54,8 @@ class Room:
         self._on_error = on_error
         self._others = others
         self.reserve = reserve
-        self.wal_bytes = wal_bytes_for(config.size_limit)
+        # The log's bound, smaller on a small filesystem (it must never be what fills it).
+        self.wal_bytes = min(wal_bytes_for(config.size_limit), max(64 * 1024, disk_bytes(directory) // 16))
         self.effective_limit = config.size_limit
         self._lowered: int | None = None
         """The effective limit while the disk holds less than the configured one."""

@@ -6,7 +6,7 @@ Layout::
 
     <cache.dir>/audio/      results (AudioStore), held to the effective size limit
     <cache.dir>/voices/     saved voices; refuses new ones past 1/4 of cache.size_limit
-    <cache.dir>/profiles/   voice profiles (regenerable), LRU within voices.profile_bytes
+    <cache.dir>/profiles/   voice profiles (regenerable), LRU within voices.profile_bytes and 1/8 of the limit
     <cache.dir>/locks/      single-flight leases (a few bytes per key being synthesised)
     <cache.dir>/meta/       statistics (counters, at most 1,000 phrases)
     <cache.dir>/disk-reserve  a file deleted when the disk is full (lib.cache.diskutil)
@@ -85,11 +85,12 @@ class LocalStores:
         self.voices = DiskHandle(
             self.root / "voices", name="voice", eviction_policy="none", size_limit=config.size_limit // 4, **side
         )
-        # Profiles are derived data, LRU within their budget; one out per write: ten
+        # Profiles are derived data, LRU within their budget (and an eighth of the cache,
+        # so that the side stores stay under half of it); one out per write: ten
         # profiles of a real model can be the whole budget.
         self.profiles = DiskHandle(
             self.root / "profiles", name="voice profile", disposable=True, eviction_policy="least-recently-used",
-            size_limit=profile_bytes, cull_limit=1, **side,
+            size_limit=min(profile_bytes, max(256 * 1024, config.size_limit // 8)), cull_limit=1, **side,
         )  # fmt: skip
         self.meta = DiskHandle(self.root / "meta", name="statistics", eviction_policy="none", **side)
         self.locks = DiskLeases(str(self.root / "locks"), **side)
