@@ -175,12 +175,12 @@ def test_full_disk_evicts_to_make_room_and_resumes_when_space_returns(
         other = mount / "someone-elses-data"
         with open(other, "wb") as f:
             f.write(b"\1" * 3 * 1024 * 1024)  # 3 MiB of the 8 belong to another program
-        engine = ToneEngine(seconds_per_char=0.2)  # about 100 KB of FLAC per phrase
+        engine = ToneEngine(seconds_per_char=1.0)  # 19 s, about 250 KB of FLAC per phrase
         svc = TTSService(make_config(mount / "cache", **{"cache.memory_bytes": 0}), engine)
         try:
             with caplog.at_level(logging.WARNING):
                 results = []
-                for i in range(80):  # about 8 MB of entries for the 5 MiB left
+                for i in range(80):  # about 20 MB of entries for the 5 MiB left
                     results.append(speak(svc, f"full disk phrase {i:02d}"))
                     svc.flush()
             assert [r.cache for r in results] == ["MISS"] * 80 and engine.calls == 80
