@@ -140,14 +140,23 @@ def test_slow_clients_are_timed_out_and_the_connection_limit_holds(tmp_path: Pat
         svc.close()
 
 
-def test_server_settings_are_used_by_both_entry_points() -> None:
-    import inspect
-
+def test_server_settings_are_used_by_both_entry_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import lib.api.serving
     import webui
     from lib.api import __main__ as api_main
+    from lib.api.serving import uvicorn_config
+    from lib.config import ServerConfig
 
-    for entry in (webui.main, api_main.main):
-        assert "serve(" in inspect.getsource(entry)  # lib.api.serving, with config.server
+    config = uvicorn_config(object(), ServerConfig(header_timeout=3, keepalive_timeout=2, max_connections=7))
+    assert config.limit_concurrency == 7 and config.timeout_keep_alive == 2
+    assert getattr(config.http, "header_timeout", None) == 3 and config.h11_max_incomplete_event_size == 16 * 1024
+    served: list[Any] = []
+    monkeypatch.setattr(lib.api.serving, "serve", lambda app, server, **kw: served.append(server))
+    monkeypatch.setenv("TTS_SERVER_HEADER_TIMEOUT", "4")
+    flags = ["--engine", "tone", "--cache-dir", str(tmp_path / "c"), "--port", "7999"]
+    assert api_main.main(flags) == 0
+    assert webui.main(flags) == 0
+    assert [s.header_timeout for s in served] == [4.0, 4.0] and all(s.port == 7999 for s in served)
 
 
 # -- unsupported methods ---------------------------------------------------------------------
