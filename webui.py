@@ -237,13 +237,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         service.close()
         print(f"cleared {done['removed']} entries from {config.cache.dir}")
         return 0
-    import uvicorn
+    from lib.api.serving import serve
 
     app = create_app(service)
     _LOGGER.info("serving %s on http://%s:%d/", service.tag, config.server.host, config.server.port)
     started = time.time()
     try:
-        uvicorn.run(app, host=config.server.host, port=config.server.port, log_level="warning")
+        serve(app, config.server, log_level="warning")
     finally:
         service.close()
         _LOGGER.info("stopped after %.0f s", time.time() - started)

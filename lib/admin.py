@@ -9,6 +9,7 @@ prompts); saved voices are the users' own and are kept (delete them one by one).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from lib.access import LOCAL, Action, Caller, check
@@ -32,10 +33,18 @@ class Clearable(Protocol):
 class Admin:
     """Admin operations over the tiers; each checks that its caller is the admin."""
 
-    def __init__(self, tiers: Tiers, profiles: Clearable | None = None, prompts: Clearable | None = None) -> None:
+    def __init__(
+        self,
+        tiers: Tiers,
+        profiles: Clearable | None = None,
+        prompts: Clearable | None = None,
+        verify_side: Callable[[], list[str]] | None = None,
+    ) -> None:
         self.tiers = tiers
         self.profiles = profiles
         self.prompts = prompts
+        self._verify_side = verify_side
+        """Checks the side stores' databases (voices, profiles, locks, statistics)."""
 
     def clear(self, caller: Caller = LOCAL) -> dict[str, Any]:
         """Remove every result from every tier and the derived voice data; saved
@@ -94,6 +103,8 @@ class Admin:
         check(caller, Action.ADMIN)
         self.tiers.writer.flush()
         report = self.tiers.store.verify()
+        if self._verify_side is not None:
+            report["repairs"] = [*report["repairs"], *self._verify_side()]
         self.tiers.drop_memory()
         return report
 

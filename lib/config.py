@@ -19,9 +19,11 @@ import yaml
 
 from lib.configload import assign, build, env_values, parse_size
 from lib.errors import ConfigError
+from lib.serverconfig import ServerConfig
 
 __all__ = [
     "ENGINE_NAMES",
+    "MAX_TTL",
     "AppConfig",
     "BuiltinConfig",
     "CacheConfig",
@@ -42,8 +44,14 @@ ENV_PREFIX = "TTS_"
 
 #: Fields given as sizes ("2GiB", "500MB" or bytes).
 _SIZE_FIELDS = frozenset(
-    {"size_limit", "memory_bytes", "transcode_bytes", "max_upload_bytes", "prompt_cache_bytes", "profile_bytes"}
+    {
+        "size_limit", "memory_bytes", "transcode_bytes", "max_upload_bytes", "prompt_cache_bytes", "profile_bytes",
+        "max_header_bytes",
+    }
 )
+
+#: Longest TTL accepted anywhere (10 years): beyond it "forever" is meant; leave ttl out.
+MAX_TTL = 10 * 365 * 86400.0
 
 #: Engines selectable with ``engine:`` in config.yaml or ``--engine`` (built by
 #: :func:`lib.engines.create_engine`). ``tone`` is the deterministic test double.
@@ -59,7 +67,8 @@ class CacheConfig:
     dir: str = "cosyvoice_cache"
     """Cache directory; created 0700. Never on NFS (diskcache uses SQLite)."""
     size_limit: int = 2 * 1024**3
-    """Upper bound of the audio store in bytes (``2GiB``, ``500MB`` accepted)."""
+    """Upper bound of the whole cache directory in bytes (``2GiB``, ``500MB`` accepted):
+    results, saved voices, profiles, locks, statistics and their logs (lib.cache.stores)."""
     eviction_policy: str = "cost-aware"
     """``cost-aware`` (keeps what saves the most engine time per byte, by request
     frequency that ages; resists preload scans; see lib/cache/policy.py),
@@ -80,9 +89,10 @@ class CacheConfig:
     """Byte budget of the in-memory cache of transcoded audio (mp3, ogg, flac)."""
     store_text: bool = True
     """Keep the normalised text in each entry's metadata (for the dashboard)."""
-    lock_lease: float = 30.0
-    """Seconds a single-flight lock lives unless renewed; a crashed holder blocks a key
-    at most this long."""
+    lock_lease: float = 5.0
+    """Seconds a single-flight lock lives unless renewed (its holder renews it every
+    third of that while the engine runs); a crashed holder blocks a key at most this
+    long."""
     lock_timeout: float = 600.0
     """Longest a request waits for another process's synthesis of the same key."""
     shared_url: str | None = None
@@ -243,19 +253,6 @@ class TemplatesConfig:
 
 
 @dataclass(frozen=True)
-class ServerConfig:
-    """The web server (``server:``)."""
-
-    host: str = "127.0.0.1"
-    """Interface to bind; 0.0.0.0 exposes the app to the network."""
-    port: int = 7860
-    """TCP port of the UI and the HTTP API."""
-    admin_token_env: str = "TTS_ADMIN_TOKEN"
-    """Name of the environment variable holding the admin bearer token. With no token,
-    admin endpoints are served to loopback clients only."""
-
-
-@dataclass(frozen=True)
 class AppConfig:
     """Everything the service reads at start."""
 
@@ -337,7 +334,7 @@ def _check(config: AppConfig) -> None:
             f"cache.eviction_policy: use one of {', '.join(EVICTION_POLICIES)}, got {c.eviction_policy!r}",
         ),
         (0 <= c.pin_fraction <= 1, f"cache.pin_fraction: must be in [0, 1], got {c.pin_fraction}"),
-        (c.ttl is None or c.ttl > 0, f"cache.ttl: must be positive seconds or null, got {c.ttl}"),
+        (c.ttl is None or 0 < c.ttl <= MAX_TTL, f"cache.ttl: must be positive seconds up to 10 years, got {c.ttl}"),
         (0 < c.max_entry_fraction <= 1, f"cache.max_entry_fraction: must be in (0, 1], got {c.max_entry_fraction}"),
         (c.memory_bytes >= 0, f"cache.memory_bytes: must be >= 0, got {c.memory_bytes}"),
         (c.transcode_bytes >= 0, f"cache.transcode_bytes: must be >= 0, got {c.transcode_bytes}"),
@@ -370,7 +367,6 @@ def _check(config: AppConfig) -> None:
             config.cosyvoice.device in ("auto", "cpu", "cuda"),
             f"cosyvoice.device: use auto, cpu or cuda, got {config.cosyvoice.device!r}",
         ),
-        (1 <= config.server.port <= 65535, f"server.port: must be 1-65535, got {config.server.port}"),
     ]  # fmt: skip
     for ok, message in rules:
         if not ok:

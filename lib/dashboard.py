@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from lib.cache.stores import LocalStores
 from lib.cache.tiers import Tiers
 from lib.engines.base import Engine
+from lib.files import ResultFiles
 from lib.stats import Stats
 from lib.upgrade import Readiness
 
@@ -19,15 +21,24 @@ __all__ = ["Dashboard"]
 
 class Dashboard:
     def __init__(
-        self, engine: Engine, tag: str, tiers: Tiers, stats: Stats, shared: SharedTier | None,
+        self,
+        engine: Engine,
+        tag: str,
+        tiers: Tiers,
+        stats: Stats,
+        shared: SharedTier | None,
         readiness: Readiness | None = None,
-    ) -> None:  # fmt: skip
+        disks: LocalStores | None = None,
+        files: ResultFiles | None = None,
+    ) -> None:
         self.engine = engine
         self.tag = tag
         self.tiers = tiers
         self.stats = stats
         self.shared = shared
         self.readiness = readiness
+        self.disks = disks
+        self.files = files
 
     def snapshot(self, top: int = 20, *, texts: bool = True) -> dict[str, Any]:
         """Everything the dashboard and ``/api/cache/stats`` show. Without ``texts``
@@ -41,6 +52,7 @@ class Dashboard:
         since, total = snap["since_start"], snap["total"]
         snap.update(
             entries=store["entries"], bytes=store["bytes"], size_limit=store["size_limit"],
+            effective_limit=store.get("effective_limit", store["size_limit"]),
             memory_entries=len(self.tiers.memory), memory_bytes=self.tiers.memory.nbytes,
             hits=since["hits"], misses=since["misses"], bypasses=since["bypasses"],
             errors=since["errors"], engine_calls=since["engine_calls"],
@@ -53,14 +65,41 @@ class Dashboard:
         return snap
 
     def health(self, cache_dir: str) -> dict[str, Any]:
+        """The truth about every store: ``status`` is "degraded", with one reason per
+        problem, while any of them is unusable (requests are still served, from what
+        works); "ok" otherwise. Checking reopens a store whose reopen is due, and
+        notices a deleted or replaced cache directory."""
         store = self.tiers.store
+        stores: dict[str, dict[str, Any]] = {}
+        if self.disks is not None:
+            stores = {name: handle.status() for name, handle in self.disks.handles.items()}
+        else:
+            stores["audio"] = store.handle.status()
+        if self.files is not None:
+            stores["results"] = self.files.status()
+        reasons = [
+            f"{name} store: {state['error'] or 'cannot be opened'}"
+            for name, state in stores.items()
+            if not state["available"] or state["error"]
+        ]
+        if store.disk_full:
+            reasons.append(
+                f"disk full: the audio store is held to {store.effective_limit} bytes "
+                f"of cache.size_limit {store.config.size_limit}"
+            )
+        # Only the breaker's state: a health check must not wait on a slow Redis.
+        shared = {"up": bool(self.shared.up)} if self.shared is not None else None
+        if self.shared is not None and not self.shared.up:
+            reasons.append(f"shared tier {self.shared.url} unreachable; serving from local tiers")
+        audio = stores["audio"]
         return {
-            "status": "ok",
+            "status": "degraded" if reasons else "ok",
+            "reasons": reasons,
             "engine": self.engine.name,
             "model_version": self.engine.model_version,
-            "cache": {"available": store.available, "dir": cache_dir, "error": store.last_error},
-            # Only the breaker's state: a health check must not wait on a slow Redis.
-            "shared": {"up": bool(self.shared.up)} if self.shared is not None else None,
+            "cache": {"available": audio["available"], "dir": cache_dir, "error": audio["error"]},
+            "stores": stores,
+            "shared": shared,
         }
 
     def gauges(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ __all__ = [
     "NotFoundError",
     "PayloadTooLargeError",
     "PromptAudioError",
+    "StoreFullError",
     "StoreUnavailableError",
     "TTSError",
     "UnauthorizedError",
@@ -92,6 +93,13 @@ class StoreUnavailableError(TTSError):
     disk (HTTP 503); nothing was changed."""
 
     http_status = 503
+
+
+class StoreFullError(StoreUnavailableError):
+    """A store that must write has reached its cap (the voice library: a quarter of
+    ``cache.size_limit``) (HTTP 507); nothing was changed."""
+
+    http_status = 507
 
 
 class EngineError(TTSError):

@@ -48,6 +48,17 @@ class ResultFiles:
                 self._dir = Path(tempfile.mkdtemp(prefix="tts-results-", dir=self._parent))
             return self._dir
 
+    def status(self) -> dict[str, object]:
+        """Whether result files can be written now (for ``/healthz``); recreates the
+        directory if it was removed."""
+        try:
+            directory = self.directory
+        except OSError as exc:
+            return {"available": False, "error": f"cannot create a result directory: {exc}", "dir": None}
+        if not os.access(directory, os.W_OK | os.X_OK):
+            return {"available": False, "error": "the result directory is not writable", "dir": str(directory)}
+        return {"available": True, "error": None, "dir": str(directory)}
+
     def write(self, name: str, data: bytes) -> Path:
         """Write ``data`` as ``name`` (made safe) atomically, 0600; return its path."""
         safe = _SAFE_NAME.sub("_", name).strip("._") or "result"

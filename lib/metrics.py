@@ -31,6 +31,11 @@ class _GaugeCollector(Collector):
             "tts_cache_size_limit_bytes", "Configured size limit of the disk tier", value=values.get("size_limit", 0)
         )
         yield GaugeMetricFamily(
+            "tts_cache_effective_limit_bytes",
+            "Size the disk tier is held to now (below the configured limit while the disk is full)",
+            value=values.get("effective_limit", values.get("size_limit", 0)),
+        )
+        yield GaugeMetricFamily(
             "tts_memory_tier_bytes", "Bytes held by the in-memory tier", value=values.get("memory_bytes", 0)
         )
         yield GaugeMetricFamily(

@@ -23,12 +23,10 @@ from typing import TYPE_CHECKING, Any
 from lib.access import LOCAL, AccessPolicy, Action, Caller, allows
 from lib.admin import Admin
 from lib.audio import PromptDecoder, PromptLimits
-from lib.cache.diskutil import ensure_private_dir
 from lib.cache.entry import CachedAudio
-from lib.cache.handle import DiskHandle
 from lib.cache.keys import KEY_RE, model_tag
-from lib.cache.leases import DiskLeases, Leases, Renewer
-from lib.cache.store import AudioStore
+from lib.cache.leases import Leases, Renewer
+from lib.cache.stores import LocalStores
 from lib.cache.tiers import Tiers
 from lib.cache.writer import Writer
 from lib.compose import Composer, Made, OnChunk
@@ -71,16 +69,11 @@ class TTSService:
         self.engine = engine if engine is not None else create_engine(config)
         self.tag = model_tag(self.engine.name, self.engine.model_version)
         self.cache_dir = Path(config.cache.dir)
-        try:
-            ensure_private_dir(self.cache_dir)
-        except OSError as exc:
-            _LOGGER.error("cannot create cache directory %s (%s); serving without it", self.cache_dir, exc)
         self.metrics = Metrics(lambda: self.dashboard.gauges())
-        self.stats = Stats(
-            DiskHandle(self.cache_dir / "meta", name="statistics", on_error=self._store_error, eviction_policy="none"),
-            max_phrases=config.cache.stats_phrases,
-        )
-        self.store = AudioStore(config.cache, self.cache_dir / "audio", self._store_error)
+        self.disks = LocalStores(config.cache, self._store_error, profile_bytes=config.voices.profile_bytes)
+        """Every store under cache.dir, their shared size budget and their upkeep."""
+        self.stats = Stats(self.disks.meta, max_phrases=config.cache.stats_phrases)
+        self.store = self.disks.audio
         self.shared: SharedTier | None = None
         """The shared (Redis) tier when configured; see ``lib.shared``."""
         if config.cache.shared_url:
@@ -95,18 +88,11 @@ class TTSService:
         self.tiers = Tiers(config.cache, self.store, self.shared, self.writer)
         self.memory = self.tiers.memory
         self.transcodes = self.tiers.transcodes
-        self._voice_store = DiskHandle(
-            self.cache_dir / "voices", name="voice", on_error=self._store_error, eviction_policy="none"
-        )
+        self._voice_store = self.disks.voices
         self.library = VoiceLibrary(self._voice_store, max_saved=config.voices.max_saved)
         self.library.drop_legacy_profiles()
         # Profiles are derived data: their own store, bounded and evicted (saved voices are not).
-        self._profile_store = DiskHandle(
-            self.cache_dir / "profiles", name="voice profile", on_error=self._store_error,
-            # One out per write: diskcache culls cull_limit entries at once, and ten
-            # profiles of a real model can be the whole budget.
-            size_limit=config.voices.profile_bytes, eviction_policy="least-recently-used", cull_limit=1,
-        )  # fmt: skip
+        self._profile_store = self.disks.profiles
         profiles = VoiceProfiles(
             self.engine, self._profile_store, config.voices.memory_bytes, on_extract=self.metrics.voice_extractions.inc
         )
@@ -118,14 +104,16 @@ class TTSService:
         self.profiles = profiles
         self.resolver = Resolver(self.engine, self.voices, config)
         self.producer = Producer(self.engine, self.voices, self.stats, self.metrics, config)
-        self.admin = Admin(self.tiers, profiles, self.decoder)
+        self.admin = Admin(self.tiers, profiles, self.decoder, self.disks.verify_side)
         if self.shared is not None:  # evictions and clears on other replicas reach this one's local tiers
             self.shared.follow_evictions(self.admin.apply_remote, self.cache_dir / "shared-evictions.json")
-        readiness = Readiness(self.store, self.resolver.resolve, config.templates.file, self.tag)
-        self.dashboard = Dashboard(self.engine, self.tag, self.tiers, self.stats, self.shared, readiness)
         self.files = ResultFiles()
         """Private files for callers that need a path (the web UI), removed on close."""
-        self._lock_store = self._open_lock_store()
+        readiness = Readiness(self.store, self.resolver.resolve, config.templates.file, self.tag)
+        self.dashboard = Dashboard(
+            self.engine, self.tag, self.tiers, self.stats, self.shared, readiness, self.disks, self.files
+        )
+        self._lock_store = self.disks.locks
         # Redis leases with the shared tier (local ones while it is down), else local ones.
         self.leases: Leases | None = (
             self.shared.leases(local=self._lock_store) if self.shared is not None else self._lock_store
@@ -270,6 +258,10 @@ class TTSService:
         """Wait for the background writes submitted so far to reach the store."""
         self.writer.flush()
 
+    def wait_stored(self, key: str, timeout: float = 10.0) -> bool:
+        """Wait until a new entry for ``key`` is on disk (before handing out its URL)."""
+        return self.tiers.wait_written(key, timeout)
+
     # -- voices -------------------------------------------------------------------------
 
     def is_preset(self, name: str) -> bool:
@@ -338,10 +330,7 @@ class TTSService:
         if self.renewer is not None:
             self.renewer.stop()
         self.stats.close()
-        self.store.close()
-        self._lock_store.close()
-        self._voice_store.close()
-        self._profile_store.close()
+        self.disks.close()
         if self.shared is not None:
             self.shared.close()
         self.files.close()
@@ -352,8 +341,6 @@ class TTSService:
     def _store_error(self, op: str, exc: BaseException) -> None:
         self.metrics.cache_errors.labels(op).inc()
 
-    def _open_lock_store(self) -> DiskLeases:
-        return DiskLeases(str(self.cache_dir / "locks"), on_error=self._store_error)
 
 
 _default: TTSService | None = None

@@ -191,7 +191,7 @@ class Stats:
             missed, self._missed = self._missed, Counter()
             phrases, self._phrases = self._phrases, {}
         done = False
-        with self._store.using("stats") as cache:
+        with self._store.using("stats", write=True) as cache:
             if cache is not None:
                 with cache.transact():
                     for name, n in pending.items():

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from lib.audio import FORMATS, PromptAudio
-from lib.config import AppConfig
+from lib.config import MAX_TTL, AppConfig
 from lib.engines.base import MODES
 from lib.errors import PromptAudioError, ValidationError
 from lib.request import TTSRequest
@@ -29,13 +29,12 @@ __all__ = [
     "check_speed",
     "check_text",
     "check_ttl",
+    "check_unicode",
     "normalise_fields",
 ]
 
 MAX_SEED = 2**32 - 1
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
-#: Longest TTL accepted (10 years): beyond it "forever" is meant; leave ttl out for that.
-MAX_TTL = 10 * 365 * 86400.0
 _END_OF_PROMPT = "<|endofprompt|>"
 
 
@@ -88,12 +87,7 @@ def check_text(value: Any, field: str, config: AppConfig, *, limit: int | None =
         value = ""
     if not isinstance(value, str):
         raise ValidationError(f"{field}: must be text")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValidationError(
-            f"{field}: contains a character that is not valid Unicode (position {exc.start}); remove it"
-        ) from exc
+    check_unicode(value, field)
     t = config.text
     text = normalise_text(value, fold_punctuation=fold and t.fold_punctuation, casefold=fold and t.casefold)
     limit = t.max_chars if limit is None else limit
@@ -103,6 +97,19 @@ def check_text(value: Any, field: str, config: AppConfig, *, limit: int | None =
             "shorten it or split it into several requests"
         )
     return text
+
+
+def check_unicode(value: str | None, field: str) -> None:
+    """Refuse text that cannot be encoded (a lone surrogate such as ``"\\ud800"``,
+    which JSON can carry): it can be neither keyed, stored nor spoken."""
+    if not value:
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(
+            f"{field}: contains a character that is not valid Unicode (position {exc.start}); remove it"
+        ) from exc
 
 
 def normalise_fields(request: TTSRequest, config: AppConfig) -> tuple[str, str, str]:

@@ -9,17 +9,25 @@ from typing import Any
 
 import uvicorn
 
+from lib.api.serving import uvicorn_config
+from lib.config import ServerConfig
+
 
 class LiveServer:
     """Runs an ASGI app in a background thread; ``url`` is its base URL."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, server: ServerConfig | None = None) -> None:
+        """``server``: serve with the app's own uvicorn settings (lib.api.serving:
+        header and body deadlines, connection limit) instead of uvicorn's defaults."""
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        if server is not None:
+            config = uvicorn_config(app, server, log_level="warning", access_log=False, lifespan="off")
+        else:
+            config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 

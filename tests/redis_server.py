@@ -44,8 +44,13 @@ def require_redis_server() -> str:
 class RedisServer:
     """One ``redis-server`` process. ``url`` stays valid across :meth:`restart`."""
 
-    def __init__(self, binary: str = "redis-server", port: int | None = None, directory: Path | None = None) -> None:
+    def __init__(
+        self, binary: str = "redis-server", port: int | None = None, directory: Path | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> None:  # fmt: skip
+        """``extra``: more redis-server arguments, e.g. ``("--enable-debug-command", "yes")``."""
         self.binary = binary
+        self.extra = extra
         self.port = port or free_port()
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if directory is None:
@@ -64,7 +69,7 @@ class RedisServer:
     def start(self, timeout: float = 10.0) -> RedisServer:
         args = [
             self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
-            "--save", "", "--appendonly", "no", "--protected-mode", "yes", "--loglevel", "warning",
+            "--save", "", "--appendonly", "no", "--protected-mode", "yes", "--loglevel", "warning", *self.extra,
         ]  # fmt: skip
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + timeout

@@ -160,9 +160,25 @@ def test_cache_false_bypasses_and_store_false_never_writes(
     assert j["cache"] == "BYPASS" and j["url"] is None
 
 
-def test_ttl_is_accepted(client: httpx.Client) -> None:
+def test_ttl_is_accepted(client: httpx.Client, service: TTSService) -> None:
     r = tts(client, "short lived", ttl=60)
     assert r.status_code == 200 and r.headers["x-cache"] == "MISS"
+    service.flush()
+    # The mechanism: the entry carries its expiry, on disk too.
+    found = service.lookup(r.headers["x-cache-key"])
+    assert found is not None and found[0].remaining() is not None and 55 < found[0].remaining() <= 60
+    blob = service.store.get_blob(r.headers["x-cache-key"])
+    assert blob is not None
+    from lib.cache.entry import unpack
+
+    remaining = unpack(blob, r.headers["x-cache-key"]).remaining()
+    assert remaining is not None and 55 < remaining <= 60
+
+
+@pytest.mark.parametrize("ttl", ["inf", "-inf", "nan", "1e300", str(11 * 365 * 86400), "0"])
+def test_ttl_out_of_bounds_is_400(client: httpx.Client, ttl: str) -> None:
+    r = tts(client, "bounded", ttl=ttl)
+    assert r.status_code == 400 and "ttl" in r.json()["error"], r.text
 
 
 @pytest.mark.parametrize(

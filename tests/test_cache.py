@@ -359,7 +359,10 @@ def test_unusable_cache_directory_still_serves(tmp_path: Path) -> None:
         svc.close()
 
 
-def test_read_only_cache_directory_still_serves(tmp_path: Path) -> None:
+def test_read_only_cache_directory_still_serves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import lib.cache.handle
+
+    monkeypatch.setattr(lib.cache.handle, "REOPEN_AFTER", 0.0)
     src = tmp_path / "cache"
     svc = TTSService(make_config(src), ToneEngine())
     stored = speak(svc, "stored before")
@@ -381,6 +384,16 @@ def test_read_only_cache_directory_still_serves(tmp_path: Path) -> None:
             assert old.wav == stored.wav
             new = speak(svc, "new phrase")
             assert new.cache == "MISS" and engine.calls <= 2
+            svc.flush()
+            # The mechanism: the store could not write, counted it and says so.
+            assert cache_errors(svc) >= 1
+            health = svc.health()
+            assert health["status"] == "degraded" and any(r.startswith("audio store") for r in health["reasons"])
+            if os.geteuid() == 0:  # writable again: the store reopens by itself
+                assert os.system(f"mount -o remount,bind,rw '{target}'") == 0
+                again = speak(svc, "after the remount")
+                svc.flush()
+                assert svc.store.contains(again.key)
         finally:
             svc.close()
     finally:
@@ -388,6 +401,11 @@ def test_read_only_cache_directory_still_serves(tmp_path: Path) -> None:
             assert os.system(f"umount '{target}' || umount -l '{target}'") == 0
         else:
             os.system(f"chmod -R u+w '{src}'")
+    check = TTSService(make_config(src), ToneEngine())
+    try:  # what was made while read-only never reached the disk
+        assert check.store.contains(stored.key) and not check.store.contains(new.key)
+    finally:
+        check.close()
 
 
 def test_cache_recovers_when_directory_appears(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -491,8 +509,17 @@ def test_crashed_lock_holder_blocks_the_key_only_until_expiry(tmp_path: Path) ->
         assert svc.leases is not None
         token = svc.leases.acquire(key, 1.0)  # a "process" takes the lock and dies
         assert token is not None
+        expires = svc._lock_store.expires_at(key)
+        assert expires is not None and expires <= time.time() + 1.0  # the lease runs out by itself
+        assert svc.leases.held(key)
+        started = time.time()
         result = speak(svc, "orphaned")
         assert result.cache == "MISS" and engine.calls == 1
+        # The mechanism: the request waited for the lease to expire (never stole a live
+        # one), and the lease, not cache.lock_timeout (600 s), ended the wait.
+        assert time.time() >= expires > started
+        svc.flush()
+        assert not svc.leases.held(key)  # ours, released once the entry was on disk
     finally:
         svc.close()
 
@@ -548,10 +575,14 @@ def test_flac_round_trip_is_bit_exact() -> None:
 
 def test_full_disk_still_serves(tmp_path: Path) -> None:
     if os.geteuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("mounting a small tmpfs needs root, and CI runs as root")
         pytest.skip("mounting a small tmpfs needs root")
     mount = tmp_path / "small"
     mount.mkdir()
     if os.system(f"mount -t tmpfs -o size=600k tmpfs '{mount}'") != 0:
+        if os.environ.get("CI"):
+            pytest.fail("cannot mount a tmpfs, and CI runs as root")
         pytest.skip("cannot mount a tmpfs here")
     engine = ToneEngine(seconds_per_char=0.2)
     try:
@@ -565,6 +596,12 @@ def test_full_disk_still_serves(tmp_path: Path) -> None:
             assert all(r.duration > 3 for r in results)
             assert cache_errors(svc) >= 1  # the full disk was noticed and counted
             assert speak(svc, "full disk phrase 11").wav == results[-1].wav  # served, from wherever it is
+            # The mechanism: the store was held below its limit, evicted, and kept the newest.
+            stats = svc.store.stats()
+            assert stats["disk_full"] and stats["effective_limit"] < stats["size_limit"]
+            assert 0 < stats["entries"] < 12 and svc.store.contains(results[-1].key)
+            hit = speak(svc, "full disk phrase 11")
+            assert hit.cache == "HIT" and hit.info["tier"] == "disk" and engine.calls == 12
         finally:
             svc.close()
     finally:

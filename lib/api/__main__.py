@@ -21,9 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    import uvicorn
-
     from lib.api import create_app
+    from lib.api.serving import serve
     from lib.service import TTSService
 
     try:
@@ -33,10 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        uvicorn.run(
-            create_app(service), host=config.server.host, port=config.server.port,
-            log_level=args.log_level, access_log=False,
-        )  # fmt: skip
+        serve(create_app(service), config.server, log_level=args.log_level, access_log=False)
     finally:
         service.close()
     return 0

@@ -1,4 +1,5 @@
-"""The FastAPI application: routers, error translation, upload limit, HTTP metrics.
+"""The FastAPI application: routers, error translation, upload limit, body deadline,
+405 for unsupported methods, HTTP metrics.
 
 ``create_app(service)`` returns an ASGI app. The web UI mounts its Gradio interface on
 the same app (one process, one port); ``python -m lib.api`` serves the API alone.
@@ -20,6 +21,7 @@ from lib.service import TTSService
 from .admin import admin_router
 from .convert import convert_router
 from .errors import install_error_handlers
+from .guards import BodyTimeout, MethodGuard
 from .http import UploadLimit
 from .speech import speech_router
 
@@ -59,10 +61,12 @@ def create_app(service: TTSService, *, admin_token: Any = _ENV) -> FastAPI:
         redoc_url=None,
     )
     install_error_handlers(app)
-    app.include_router(speech_router(service))
-    app.include_router(convert_router(service))
-    app.include_router(admin_router(service))
+    routers = [speech_router(service), convert_router(service), admin_router(service)]
+    for router in routers:
+        app.include_router(router)
+    app.add_middleware(BodyTimeout, seconds=service.config.server.body_timeout)
     app.add_middleware(UploadLimit, limit=service.config.prompt.max_upload_bytes + _FORM_OVERHEAD)
+    app.add_middleware(MethodGuard, routes=lambda: [route for router in routers for route in router.routes])
     app.add_middleware(_HTTPMetrics, instruments=_instruments(service.metrics.registry))
     app.state.service = service
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

@@ -14,7 +14,7 @@ from lib.audio import MIME_TYPES, encode
 from lib.errors import ValidationError
 from lib.request import ConvertRequest
 from lib.service import TTSService
-from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
+from lib.validate import MAX_SEED, MAX_SPEED, MAX_TTL, MIN_SPEED
 
 from .errors import ERROR_RESPONSES
 from .http import etag_for
@@ -50,7 +50,9 @@ def convert_router(service: TTSService) -> APIRouter:
         format: Annotated[Format, Form()] = "wav",
         cache: Annotated[bool, Form(description="false bypasses the cache (no read, no write)")] = True,
         store: Annotated[bool, Form(description="false never writes the result (personal data)")] = True,
-        ttl: Annotated[float | None, Form(gt=0, description="Seconds this entry lives")] = None,
+        ttl: Annotated[
+            float | None, Form(gt=0, le=MAX_TTL, allow_inf_nan=False, description="Seconds this entry lives")
+        ] = None,
         accept: Annotated[str | None, Header(include_in_schema=False)] = None,
     ) -> Response:
         source = await read_upload(source_audio, "source_audio", limit)
@@ -80,6 +82,8 @@ def convert_router(service: TTSService) -> APIRouter:
         }
         if accept and "application/json" in accept:
             stored = result.cache == "HIT" or (result.cache == "MISS" and store)
+            if stored:  # the url must work from now on, even after a crash (see speech.py)
+                await to_thread.run_sync(service.wait_stored, result.key)
             doc = {
                 "key": result.key, "cache": result.cache,
                 "url": f"/api/audio/{result.key}.{format}" if stored else None,

@@ -39,7 +39,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     413: {"description": "Upload larger than prompt.max_upload_bytes", "content": _ERROR_SCHEMA},
     415: {"description": "Prompt audio is not decodable audio", "content": _ERROR_SCHEMA},
     422: {"description": "Prompt audio too short, too long or silent", "content": _ERROR_SCHEMA},
-    503: {"description": "The engine is not available", "content": _ERROR_SCHEMA},
+    503: {"description": "The engine (or the voice library) is not available", "content": _ERROR_SCHEMA},
 }
 
 _OPENAI_TYPES = {
@@ -47,6 +47,8 @@ _OPENAI_TYPES = {
     401: "authentication_error",
     403: "permission_error",
     404: "invalid_request_error",
+    405: "invalid_request_error",
+    408: "invalid_request_error",
     413: "invalid_request_error",
     415: "invalid_request_error",
     422: "invalid_request_error",

@@ -25,7 +25,7 @@ from lib.request import TTSRequest
 from lib.results import SynthesisResult
 from lib.service import TTSService
 from lib.streaming import STREAM_FORMATS, encode_stream
-from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
+from lib.validate import MAX_SEED, MAX_SPEED, MAX_TTL, MIN_SPEED, check_unicode
 
 from .errors import ERROR_RESPONSES
 from .http import NO_STORE, cache_control, etag_for, etag_matches, parse_range, too_large_message
@@ -131,7 +131,9 @@ def speech_router(service: TTSService) -> APIRouter:
         format: Annotated[Format, Form(description="pcm: raw 16-bit mono at X-Sample-Rate")] = "wav",
         cache: Annotated[bool, Form(description="false bypasses the cache (no read, no write)")] = True,
         store: Annotated[bool, Form(description="false never writes the result (personal data)")] = True,
-        ttl: Annotated[float | None, Form(gt=0, description="Seconds this entry lives")] = None,
+        ttl: Annotated[
+            float | None, Form(gt=0, le=MAX_TTL, allow_inf_nan=False, description="Seconds this entry lives")
+        ] = None,
         stream: Annotated[
             bool, Form(description="true: chunked audio (wav, pcm or mp3), each sentence as soon as it exists")
         ] = False,
@@ -179,6 +181,10 @@ def speech_router(service: TTSService) -> APIRouter:
         if result.cache == "COMPOSED":
             del headers["ETag"]  # not the audio stored under this key (a refined one may be)
         if accept and "application/json" in accept:
+            if stored:
+                # The URL must work from now on, even after a crash: wait for the
+                # background write of a new entry to reach the disk (a few ms).
+                await to_thread.run_sync(service.wait_stored, result.key)
             doc = TTSResult(
                 key=result.key, cache=result.cache,  # type: ignore[arg-type]
                 url=f"/api/audio/{result.key}.{'wav' if pcm else format}" if stored else None,
@@ -256,6 +262,8 @@ def speech_router(service: TTSService) -> APIRouter:
     )
     async def openai_speech(request: Request, body: SpeechRequest) -> Response:
         voice = body.voice.id if isinstance(body.voice, VoiceRef) else body.voice
+        for name in ("input", "style", "instructions"):  # named as this endpoint's callers know them
+            check_unicode(getattr(body, name), name)
         if not voice.strip():
             raise ValidationError("voice: is empty; give a saved or preset voice name (GET /api/voices)")
         fmt = "wav" if body.response_format == "pcm" else body.response_format

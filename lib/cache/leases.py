@@ -12,7 +12,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import diskcache
 
@@ -50,14 +50,23 @@ class DiskLeases:
     processes on one host through SQLite transactions. A failing lock store raises
     (single-flight then falls back to this process alone) and is reopened later."""
 
-    def __init__(self, directory: str, on_error: Callable[[str, BaseException], None] = lambda op, e: None) -> None:
+    def __init__(
+        self, directory: str, on_error: Callable[[str, BaseException], None] = lambda op, e: None, **settings: Any
+    ) -> None:
+        # A short busy time-out: a lease is renewed every third of its (short) life, and
+        # a renewal stuck behind a busy database for long would let the lease lapse.
+        settings.setdefault("timeout", 1.0)
         self._disk = DiskHandle(
-            Path(directory), name="lock", on_error=on_error, eviction_policy="none", size_limit=2**30
+            Path(directory), name="lock", on_error=on_error, eviction_policy="none", size_limit=2**30, **settings
         )
         self._disk.open()
 
+    @property
+    def handle(self) -> DiskHandle:
+        return self._disk
+
     def _cache(self, op: str) -> diskcache.Cache:
-        cache = self._disk.open()
+        cache = self._disk.open(write=True)
         if cache is None:
             raise OSError(f"the lock store is unavailable ({self._disk.last_error})")
         return cache
@@ -67,7 +76,7 @@ class DiskLeases:
         try:
             return fn(cache)
         except STORE_ERRORS as exc:
-            self._disk.broken(op, exc)
+            self._disk.failed(op, exc, cache)
             raise
 
     def acquire(self, key: str, lease: float) -> str | None:
@@ -95,6 +104,20 @@ class DiskLeases:
 
     def held(self, key: str) -> bool:
         return self._call("held", lambda c: c.get(key) is not None)
+
+    def expires_at(self, key: str) -> float | None:
+        """Unix time the lease on ``key`` runs out unless renewed; None if not held
+        (for tests and diagnostics)."""
+        found = self._call("held", lambda c: c.get(key, expire_time=True))
+        value, expire = found if isinstance(found, tuple) else (None, None)
+        return float(expire) if value is not None and expire is not None else None
+
+    def sweep(self) -> int:
+        """Remove the expired leases of holders that died (they are ignored anyway)."""
+        with self._disk.using("sweep", write=True) as cache:
+            if cache is not None:
+                return int(cache.expire())
+        return 0
 
     def close(self) -> None:
         self._disk.close()

@@ -1,8 +1,16 @@
 """The disk tier: a size-limited, private ``diskcache`` store of packed entries.
 
 Failures of the store never fail a request: every operation goes through a
-:class:`lib.cache.handle.DiskHandle`, which reports the store's own errors and reopens
-it later, and answers as if the entry were absent meanwhile.
+:class:`lib.cache.handle.DiskHandle`, which reports the store's own errors, moves a
+damaged database aside and reopens the store, and answers as if the entry were absent
+meanwhile.
+
+**The size limit holds on disk.** Before each write the store asks its
+:class:`lib.cache.room.Room` for the *effective limit* (``cache.size_limit`` less what
+the rest of the cache directory uses, and no more than the disk can hold) and evicts
+down to it, by diskcache's policy or, for ``cost-aware``, by the app's own
+(:mod:`lib.cache.keeper`). When the disk fills up, hits keep being served and writing
+goes on at the lower limit; when space returns the limit goes back up.
 """
 
 from __future__ import annotations
@@ -17,15 +25,19 @@ from typing import Any
 
 import diskcache
 
+from lib.cache.diskutil import Reserve, is_full, wal_settings
 from lib.cache.entry import CachedAudio, CorruptEntryError, pack, read_header, unpack
-from lib.cache.handle import DiskHandle
+from lib.cache.handle import STORE_ERRORS, DiskHandle
 from lib.cache.keeper import Keeper
 from lib.cache.keys import KEY_RE
+from lib.cache.room import Room
 from lib.config import CacheConfig
+from lib.ratelimit import LogLimiter
 
-__all__ = ["AudioStore"]
+__all__ = ["AudioStore", "directory_bytes"]
 
 _LOGGER = logging.getLogger(__name__)
+_LIMITED = LogLimiter(_LOGGER, every=60.0)
 
 _HEADER_PEEK = 64 * 1024  # header bytes read when scanning entries by voice
 
@@ -34,31 +46,67 @@ class AudioStore:
     """Packed :class:`CachedAudio` entries in ``directory`` (normally
     ``<cache.dir>/audio``), held under ``config.size_limit``."""
 
-    def __init__(self, config: CacheConfig, directory: Path, on_error: Callable[[str, BaseException], None]) -> None:
+    def __init__(
+        self,
+        config: CacheConfig,
+        directory: Path,
+        on_error: Callable[[str, BaseException], None],
+        *,
+        others: Callable[[], int] = lambda: 0,
+        reserve: Reserve | None = None,
+    ) -> None:
+        """``others``: bytes the rest of the cache directory uses now (side stores,
+        their logs, the reserve); the store keeps itself within the limit less that.
+        ``reserve``: the cache's disk reserve, released when the disk is full."""
         self.config = config
         self.directory = directory
         self._on_error = on_error
+        self.room = Room(config, directory, on_error, others=others, reserve=reserve)
         # cost-aware: the app's own bookkeeping culls (lib/cache/keeper.py); diskcache's
         # built-in policies otherwise.
         self._keeper: Keeper | None = None
         if config.eviction_policy == "cost-aware":
             self._keeper = Keeper(config.size_limit, pin_fraction=config.pin_fraction)
+        settings: dict[str, Any] = wal_settings(self.room.wal_bytes)
         self._disk = DiskHandle(
             directory,
             name="cache",
             on_error=on_error,
+            reserve=reserve,
+            disposable=True,
             size_limit=config.size_limit,
             eviction_policy="none" if self._keeper is not None else config.eviction_policy,
             cull_limit=10,
             statistics=False,
             tag_index=True,
-            # Keep the WAL small so the directory tracks the size limit.
-            sqlite_journal_size_limit=4 * 1024 * 1024,
+            # Every entry in a file of its own, only a small row in SQLite: inline values
+            # (diskcache's default below 32 KiB) make eviction rewrite many pages of the
+            # database (auto-vacuum), and the write-ahead log balloon with them.
+            disk_min_file_size=4096,
+            **settings,
         )
         self._disk.open()
 
-    def _using(self, op: str) -> AbstractContextManager[diskcache.Cache | None]:
-        return self._disk.using(op)
+    def _using(self, op: str, *, write: bool = False) -> AbstractContextManager[diskcache.Cache | None]:
+        return self._disk.using(op, write=write)
+
+    @property
+    def wal_bytes(self) -> int:
+        return self.room.wal_bytes
+
+    @property
+    def effective_limit(self) -> int:
+        return self.room.effective_limit
+
+    @property
+    def disk_full(self) -> bool:
+        """Whether the disk holds the store below its limit now."""
+        return self.room.disk_full
+
+    @property
+    def handle(self) -> DiskHandle:
+        """The store's handle (for health checks and upkeep)."""
+        return self._disk
 
     @property
     def available(self) -> bool:
@@ -113,34 +161,77 @@ class AudioStore:
         stores it only where it displaces nothing anyone asks for, unless pinned)."""
         if not KEY_RE.match(key):
             raise ValueError(f"not a cache key: {key!r}")
-        limit = self.config.size_limit * self.config.max_entry_fraction
-        if len(blob) > limit:
-            _LOGGER.warning(
-                "entry %s is %d bytes, over cache.max_entry_fraction of the limit; served but not stored",
-                key, len(blob),
+        largest = self.config.size_limit * self.config.max_entry_fraction
+        if len(blob) > largest:
+            _LIMITED.log(
+                logging.WARNING, "too-large",
+                "entry %s is %d bytes, over cache.max_entry_fraction (%g) of cache.size_limit; served but not stored",
+                key, len(blob), self.config.max_entry_fraction,
             )  # fmt: skip
             return False
         expire = ttl if ttl is not None else self.config.ttl
-        with self._using("put") as cache:
+        requested = origin != "preload"
+        keeper = self._keeper
+        with self._using("put", write=True) as cache:
             if cache is None:
                 return False
-            requested = origin != "preload"
-            keeper = self._keeper
-            limit = self.config.size_limit
-            if keeper is not None and not keeper.admits(cache, key, blob, requested=requested, limit=limit):
-                return False
-            cache.set(key, blob, expire=expire, tag=tag)
-            if keeper is not None:
-                keeper.added(cache, key, blob, requested=requested)
-            # diskcache culls at most cull_limit items per write, so its limit is soft;
-            # cull fully here so the store never exceeds the limit by more than one entry.
-            if cache.volume() > self.config.size_limit:
-                self._cull(cache, protect=key)
+            for attempt in (1, 2):
+                limit = self.room.limit(cache)
+                if len(blob) > limit:
+                    _LIMITED.log(
+                        logging.WARNING, "no-room",
+                        "no room on disk for entry %s (%d bytes, effective limit %d bytes); served but not stored",
+                        key, len(blob), limit,
+                    )  # fmt: skip
+                    return False
+                if keeper is not None and not keeper.admits(cache, key, blob, requested=requested, limit=limit):
+                    return False
+                self._hold(cache, limit - len(blob))  # room first: the disk may be nearly full
+                try:
+                    cache.set(key, blob, expire=expire, tag=tag)
+                except STORE_ERRORS as exc:
+                    # The disk filled up between the measure and the write (another
+                    # writer, another process): free the reserve, measure again, once.
+                    if attempt == 2 or not is_full(exc) or not self.room.release_reserve():
+                        raise
+                    continue
+                if keeper is not None:
+                    keeper.added(cache, key, blob, requested=requested)
+                # diskcache culls at most cull_limit items per write, so its limit is
+                # soft; cull fully here so the store never exceeds the limit by more
+                # than one entry.
+                self._hold(cache, limit, protect=key)
+                break
+            if self.room.disk_full:
+                self.room.restore_reserve()
             return True
         return False
 
+    def _hold(self, cache: diskcache.Cache, limit: int, protect: str | None = None) -> int:
+        """Evict (expired entries first, then by policy) until the store's volume is at
+        most ``limit``. diskcache's own limit is lowered in this process only, never
+        written to its settings. Returns how many entries were removed."""
+        limit = max(0, limit)
+        if self._keeper is None and cache.size_limit != limit:
+            cache.reset("size_limit", limit, update=False)
+        if cache.volume() <= limit:
+            return 0
+        if self._keeper is not None:
+            return self._keeper.cull(cache, limit, protect=protect)
+        return int(cache.cull())
+
+    def make_room(self) -> int:
+        """Evict down to the effective limit now (the disk filled up), then write the
+        disk reserve again if it was released. Returns how many entries were removed."""
+        removed = 0
+        with self._using("evict", write=True) as cache:
+            if cache is not None:
+                removed = self._hold(cache, self.room.limit(cache))
+        self.room.restore_reserve()
+        return removed
+
     def delete(self, key: str) -> bool:
-        with self._using("delete") as cache:
+        with self._using("delete", write=True) as cache:
             self._removed(key)
             return bool(cache is not None and cache.delete(key))
         return False
@@ -153,16 +244,10 @@ class AudioStore:
         unavailable."""
         if self._keeper is None:
             return None
-        with self._using("pin") as cache:
+        with self._using("pin", write=True) as cache:
             if cache is not None:
                 return self._keeper.pin(cache, name, keys)
         return None
-
-    def _cull(self, cache: diskcache.Cache, protect: str | None = None) -> None:
-        if self._keeper is None:
-            cache.cull()
-        else:
-            self._keeper.cull(cache, self.config.size_limit, protect=protect)
 
     def _removed(self, key: str) -> None:
         if self._keeper is not None:
@@ -176,13 +261,14 @@ class AudioStore:
     # -- administration -----------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
+        state = {"effective_limit": self.room.effective_limit, "disk_full": self.room.disk_full}
         with self._using("stats") as cache:
             if cache is not None:
-                return {"entries": len(cache), "bytes": cache.volume(), "size_limit": self.config.size_limit}
-        return {"entries": 0, "bytes": 0, "size_limit": self.config.size_limit}
+                return {"entries": len(cache), "bytes": cache.volume(), "size_limit": self.config.size_limit, **state}
+        return {"entries": 0, "bytes": 0, "size_limit": self.config.size_limit, **state}
 
     def clear(self) -> int:
-        with self._using("clear") as cache:
+        with self._using("clear", write=True) as cache:
             if cache is not None:
                 removed = int(cache.clear())
                 self._resync(cache)
@@ -195,7 +281,7 @@ class AudioStore:
         if tag.startswith("voice:"):
             voice = tag[len("voice:") :]
             return self._evict_where(lambda head: head.get("voice") == voice)
-        with self._using("evict") as cache:
+        with self._using("evict", write=True) as cache:
             if cache is not None:
                 removed = int(cache.evict(tag))
                 self._resync(cache)
@@ -216,7 +302,7 @@ class AudioStore:
 
     def expire(self) -> int:
         """Remove expired entries now (they are never served in any case)."""
-        with self._using("expire") as cache:
+        with self._using("expire", write=True) as cache:
             if cache is not None:
                 removed = int(cache.expire())
                 if removed:
@@ -225,30 +311,36 @@ class AudioStore:
         return 0
 
     def verify(self) -> dict[str, Any]:
-        """Check every entry's checksum and the store's own consistency (orphan files,
-        sizes); repair what is wrong. Returns what was done."""
+        """Check the database itself (SQLite ``quick_check``: a damaged one is moved
+        aside and a fresh store opened), every entry's checksum and the store's own
+        consistency (orphan files, sizes); repair what is wrong. Returns what was done."""
         checked = corrupt = 0
-        repairs: list[str] = []
-        with self._using("verify") as cache:
-            if cache is None:
-                return {"checked": 0, "corrupt_removed": 0, "repairs": [], "available": False}
-            for key in list(cache.iterkeys()):
-                blob = cache.get(key)
-                if blob is None:
-                    continue
-                checked += 1
-                try:
-                    unpack(blob, key)
-                except CorruptEntryError:
-                    corrupt += 1
-                    cache.delete(key)
-            with warnings.catch_warnings():
-                # check() records its findings as warnings; make sure they are recorded
-                # and returned, never raised, whatever filters the process has.
-                warnings.simplefilter("always")
-                repairs = [str(w.message) for w in cache.check(fix=True)]
-            self._resync(cache)
-        return {"checked": checked, "corrupt_removed": corrupt, "repairs": repairs, "available": True}
+        known = set(self._disk.repairs)
+        self._disk.verify_database()
+        found: list[str] = []
+        available = False
+        with self._using("verify", write=True) as cache:
+            if cache is not None:
+                available = True
+                for key in list(cache.iterkeys()):
+                    blob = cache.get(key)
+                    if blob is None:
+                        continue
+                    checked += 1
+                    try:
+                        unpack(blob, key)
+                    except CorruptEntryError:
+                        corrupt += 1
+                        cache.delete(key)
+                with warnings.catch_warnings():
+                    # check() records its findings as warnings; make sure they are recorded
+                    # and returned, never raised, whatever filters the process has.
+                    warnings.simplefilter("always")
+                    found = [str(w.message) for w in cache.check(fix=True)]
+                self._resync(cache)
+        # The database moved aside (by quick_check, or on damage met while checking).
+        repairs = [message for message in self._disk.repairs if message not in known] + found
+        return {"checked": checked, "corrupt_removed": corrupt, "repairs": repairs, "available": available}
 
     def close(self) -> None:
         if self._keeper is not None:
@@ -258,7 +350,7 @@ class AudioStore:
 
     def _evict_where(self, match: Callable[[dict[str, Any]], bool]) -> int:
         removed = 0
-        with self._using("evict") as cache:
+        with self._using("evict", write=True) as cache:
             if cache is None:
                 return 0
             for key in list(cache.iterkeys()):

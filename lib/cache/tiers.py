@@ -10,6 +10,7 @@ so every tier expires it at the same moment.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Protocol
 
 from lib.audio import encode
@@ -51,6 +52,8 @@ class Tiers:
         self.writer = writer
         self.memory: ByteLRU[str, CachedAudio] = ByteLRU(config.memory_bytes, lambda e: e.nbytes)
         self.transcodes: ByteLRU[tuple[str, str], bytes] = ByteLRU(config.transcode_bytes, len)
+        self._pending: dict[str, threading.Event] = {}
+        self._pending_lock = threading.Lock()
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -122,22 +125,42 @@ class Tiers:
         background, then release ``lease`` (the key's single-flight lock). ``origin``
         ``preload`` tells the disk tier's eviction policy it was not requested."""
         self.memory.put(entry.key, entry)
+        written = threading.Event()
+        with self._pending_lock:
+            self._pending[entry.key] = written
+
+        def done() -> None:
+            with self._pending_lock:
+                if self._pending.get(entry.key) is written:
+                    del self._pending[entry.key]
+            written.set()
 
         def write() -> None:
             try:
                 blob = pack(entry)
                 ttl = entry.remaining()
                 self.store.put_blob(entry.key, blob, tag=str(entry.meta.get("tag", "")), ttl=ttl, origin=origin)
+                done()  # on disk: what a caller waiting in wait_written needs
                 if self.shared is not None:
                     self.shared.put(entry.key, blob, ttl=ttl)
             finally:
+                done()
                 lease.release()
 
         try:
             self.writer.submit(write)
         except Exception:
+            done()
             lease.release()
             raise
+
+    def wait_written(self, key: str, timeout: float = 10.0) -> bool:
+        """Wait until the background write of ``key`` (if one is pending) has reached
+        the disk tier, so that a URL handed out for it survives a crash of this
+        process. True if nothing is pending any more."""
+        with self._pending_lock:
+            pending = self._pending.get(key)
+        return pending is None or pending.wait(timeout)
 
     # -- removing ---------------------------------------------------------------------------
 

@@ -8,8 +8,15 @@ interval is over, one caller (a request or the stats publisher) probes; success 
 the breaker and logs the recovery, failure doubles the interval.
 
 A command error (``ResponseError``: out of memory under ``noeviction``, a wrong type
-from a foreign key) is counted and logged once per distinct message but does not open
-the breaker: the connection is healthy and other commands still work.
+from a foreign key) is counted and logged, rate-limited per cause (at most once a
+minute, with the count of those held back), but does not open the breaker: the
+connection is healthy and other commands still work.
+
+Every error class is contained: besides Redis's own, a client whose socket was closed
+under it can raise ``ValueError`` ("I/O operation on closed file") or others; they open
+the breaker like a connection fault, and never reach a request. And opening the breaker
+never closes a socket another thread is using: only idle pooled connections are dropped
+(a connection in use fails or finishes on its own, and redis-py reconnects it).
 """
 
 from __future__ import annotations
@@ -22,9 +29,12 @@ from typing import TypeVar
 
 import redis
 
+from lib.ratelimit import LogLimiter
+
 __all__ = ["Breaker"]
 
 _LOGGER = logging.getLogger(__name__)
+_LIMITED = LogLimiter(_LOGGER, every=60.0)
 
 T = TypeVar("T")
 
@@ -88,6 +98,9 @@ class Breaker:
         except redis.RedisError as exc:
             self.fault(op, exc, trip=False)
             return default
+        except Exception as exc:  # a client in an unknown state: contain it, like a lost connection
+            self.fault(op, exc, trip=True)
+            return default
         self.success()
         return result
 
@@ -115,9 +128,12 @@ class Breaker:
         message = f"{op}: {type(exc).__name__}: {exc}"
         self.count(exc, message)
         if not trip:
-            if message != self._last_message:
-                self._last_message = message
-                _LOGGER.warning("shared tier %s refused a command (%s); continuing without it", self._where, message)
+            # One cause (say, out of memory) is refused for every put, profile and
+            # statistics write alike: limit by the error, not by the operation.
+            _LIMITED.log(
+                logging.WARNING, f"{self._where}:{type(exc).__name__}:{exc}",
+                "shared tier %s refused a command (%s); continuing without it", self._where, message,
+            )  # fmt: skip
             return
         with self._lock:
             was_up = self._up
@@ -133,8 +149,8 @@ class Breaker:
                 "retrying with backoff up to %.0f s",
                 self._where, message, self._max,
             )  # fmt: skip
-        # Drop pooled connections: after a restart every one of them is stale, and each
-        # would otherwise fail once more and push the back-off further out.
+        # Drop idle pooled connections: after a restart every one of them is stale, and
+        # each would otherwise fail once more and push the back-off further out.
         try:
             self._on_trip()
         except Exception:  # pragma: no cover - disconnecting must never raise into a request

@@ -37,6 +37,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from lib.cache.leases import Leases
+from lib.config import MAX_TTL
 from lib.errors import ConfigError
 from lib.shared.breaker import Breaker
 from lib.shared.codec import as_bytes as _raw
@@ -138,9 +139,11 @@ class SharedTier(VoiceKeys):
 
     def put(self, key: str, blob: bytes, ttl: float | None = None) -> bool:
         """Store a packed entry; ``ttl`` in seconds (None: kept until Redis evicts it)."""
-        if ttl is not None and ttl <= 0:
+        if ttl is not None and not ttl > 0:  # also NaN
             return False
-        px = None if ttl is None else max(1, int(ttl * 1000))
+        # Beyond the longest TTL accepted (inf included) an entry simply never expires:
+        # int(inf * 1000) would raise OverflowError and the entry would never be shared.
+        px = None if ttl is None or ttl > MAX_TTL else max(1, int(ttl * 1000))
         done = self.breaker.call("put", lambda: bool(self.client.set(self._audio(key), blob, px=px)), False)
         if done:
             self._count("puts")
@@ -299,7 +302,9 @@ class SharedTier(VoiceKeys):
         return removed
 
     def _drop_connections(self) -> None:
-        self.client.connection_pool.disconnect()
+        # Idle connections only: one in use belongs to another thread, which would get
+        # "I/O operation on closed file" half-way through its command.
+        self.client.connection_pool.disconnect(inuse_connections=False)
 
 
 def _escape_glob(text: str) -> str:

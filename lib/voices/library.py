@@ -17,7 +17,7 @@ import numpy as np
 from lib.audio import PromptAudio, decode_flac, encode
 from lib.cache.handle import STORE_ERRORS, DiskHandle
 from lib.engines.base import PROMPT_SAMPLE_RATE
-from lib.errors import ConflictError, StoreUnavailableError, ValidationError
+from lib.errors import ConflictError, StoreFullError, StoreUnavailableError, ValidationError
 from lib.textnorm import cut_text
 from lib.voices.tiers import SharedVoices
 
@@ -103,23 +103,27 @@ class VoiceLibrary:
                 "ask the admin to delete voices that are no longer used"
             )
         voice = SavedVoice(name, prompt, prompt_text, time.time())
+        flac = encode(prompt.pcm, PROMPT_SAMPLE_RATE, "flac")
         record = {
-            "flac": encode(prompt.pcm, PROMPT_SAMPLE_RATE, "flac"),
+            "flac": flac,
             "prompt_text": prompt_text,
             "created": voice.created,
             "fingerprint": prompt.fingerprint,
         }
-        cache = self._store.open() if self._store is not None else None
+        cache = self._store.open(write=True) if self._store is not None else None
         if cache is None and self.shared is None:
             raise StoreUnavailableError(_UNAVAILABLE)
         if cache is not None and self._store is not None:
             try:
+                size_cap = int(getattr(cache, "size_limit", 0) or 0)
+                if size_cap and cache.volume() + len(flac) > size_cap:
+                    raise StoreFullError(_full_message(size_cap))
                 if replace:
                     cache.set(f"voice:{name}", record)
                 elif not cache.add(f"voice:{name}", record):  # atomic: two saves race, one wins
                     raise ConflictError(taken_message(name))
             except STORE_ERRORS as exc:
-                self._store.broken("save voice", exc)
+                self._store.failed("save voice", exc, cache)
                 raise StoreUnavailableError(_UNAVAILABLE) from exc
         if self.shared is not None:
             self.shared.put_voice(name, record)
@@ -188,13 +192,13 @@ class VoiceLibrary:
 
     def _replace_local(self, name: str, record: dict[str, Any]) -> None:
         if self._store is not None:
-            with self._store.using("update voice") as cache:
+            with self._store.using("update voice", write=True) as cache:
                 if cache is not None:
                     cache.set(f"voice:{name}", record)
 
     def _delete_local(self, name: str) -> None:
         if self._store is not None:
-            with self._store.using("delete voice") as cache:
+            with self._store.using("delete voice", write=True) as cache:
                 if cache is not None:
                     cache.delete(f"voice:{name}")
 
@@ -203,7 +207,7 @@ class VoiceLibrary:
         now have their own bounded store); return how many."""
         removed = 0
         if self._store is not None:
-            with self._store.using("drop legacy profiles") as cache:
+            with self._store.using("drop legacy profiles", write=True) as cache:
                 if cache is not None:
                     for key in [k for k in cache.iterkeys() if str(k).startswith("profile:")]:
                         removed += bool(cache.delete(key))
@@ -224,17 +228,24 @@ class VoiceLibrary:
                 )
             removed = gone
         if self._store is not None:
-            cache = self._store.open()
+            cache = self._store.open(write=True)
             if cache is None and self.shared is None:
                 raise StoreUnavailableError(_UNAVAILABLE)
             try:
                 removed = bool(cache is not None and cache.delete(f"voice:{name}")) or removed
             except STORE_ERRORS as exc:
-                self._store.broken("delete voice", exc)
+                self._store.failed("delete voice", exc, cache)
                 raise StoreUnavailableError(_UNAVAILABLE) from exc
         with self._lock:
             removed = self._memory.pop(name, None) is not None or removed
         return removed
+
+
+def _full_message(cap: int) -> str:
+    return (
+        f"the voice library is full ({cap / 2**20:.1f} MiB, a quarter of cache.size_limit); nothing was changed: "
+        "delete voices that are no longer used, or ask the operator to raise cache.size_limit"
+    )
 
 
 _UNAVAILABLE = (

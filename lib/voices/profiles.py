@@ -82,7 +82,7 @@ class VoiceProfiles:
         self._unsaved.discard(key)
         blob = profile.to_bytes()
         if self._store is not None:
-            with self._store.using("put") as cache:
+            with self._store.using("put", write=True) as cache:
                 if cache is not None:
                     cache.set(f"profile:{key}", blob)
         if self.shared is not None:
@@ -95,7 +95,7 @@ class VoiceProfiles:
         self._unsaved.clear()
         removed = 0
         if self._store is not None:
-            with self._store.using("clear profiles") as cache:
+            with self._store.using("clear profiles", write=True) as cache:
                 removed = int(cache.clear()) if cache is not None else 0
         if self.shared is not None:
             self.shared.clear_profiles()

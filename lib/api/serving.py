@@ -1,0 +1,109 @@
+"""Serving the app with uvicorn, hardened against slow clients: one place for the
+server settings that ``webui.py`` and ``python -m lib.api`` share.
+
+What a slow or idle client can hold, and for how long (``server:`` in config.yaml):
+
+- ``header_timeout``: a connection must deliver a request's line and headers within
+  this many seconds of its first byte (or of opening, for a new connection); then it
+  is answered 408 and closed. uvicorn has no such deadline of its own (its keep-alive
+  timer stops at the first byte of the next request), so a client sending one header
+  byte every few seconds held a connection forever.
+- ``body_timeout``: the whole body within this many seconds of the headers, else 408
+  (:class:`lib.api.guards.BodyTimeout`).
+- ``keepalive_timeout``: an idle keep-alive connection is closed after this long.
+- ``max_connections``: beyond this many connections (and request tasks) at once a new
+  request is answered 503 at once instead of queueing.
+- ``max_header_bytes``: the longest request line and headers accepted (400 beyond).
+
+In production, put a reverse proxy in front anyway (README, "Serving in production"):
+it buffers slow clients so that none of them reaches the app at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from lib.config import ServerConfig
+
+__all__ = ["guarded_protocol", "serve", "uvicorn_config"]
+
+_REQUEST_TIMEOUT = b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+
+
+def _timeout_response() -> bytes:
+    body = b'{"error": "the request headers did not arrive in time (server.header_timeout); send them faster"}'
+    return _REQUEST_TIMEOUT + b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+
+
+class _HeaderDeadline(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on each request's line and headers."""
+
+    header_timeout = 10.0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._header_timer: asyncio.TimerHandle | None = None
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.transport.is_closing():
+            self._disarm()
+        elif self.conn.their_state is h11.IDLE:
+            self._arm()  # a new request's headers are under way: the clock runs from its first byte
+        else:
+            self._disarm()  # headers complete: the body has its own deadline (BodyTimeout)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        if self._header_timer is None:
+            self._header_timer = self.loop.call_later(self.header_timeout, self._expired)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _expired(self) -> None:
+        self._header_timer = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        if self.conn.trailing_data[0]:  # part of a request arrived: tell the client why
+            self.transport.write(_timeout_response())
+        self.transport.close()
+
+
+def guarded_protocol(header_timeout: float) -> type[H11Protocol]:
+    """An h11 protocol class closing connections whose headers take longer than
+    ``header_timeout`` seconds."""
+    return type("HeaderDeadlineH11", (_HeaderDeadline,), {"header_timeout": header_timeout})
+
+
+def uvicorn_config(app: Any, server: ServerConfig, **options: Any) -> uvicorn.Config:
+    """A uvicorn configuration serving ``app`` with the ``server:`` settings."""
+    options.setdefault("host", server.host)
+    options.setdefault("port", server.port)
+    options.setdefault("log_level", "warning")
+    return uvicorn.Config(
+        app,
+        http=guarded_protocol(server.header_timeout),
+        timeout_keep_alive=server.keepalive_timeout,  # type: ignore[arg-type]  # a float works
+        limit_concurrency=server.max_connections,
+        h11_max_incomplete_event_size=server.max_header_bytes,
+        **options,
+    )
+
+
+def serve(app: Any, server: ServerConfig, **options: Any) -> None:
+    """Serve ``app`` until interrupted (what ``webui.py`` and ``python -m lib.api`` run)."""
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises Ctrl-C after shutting down, as uvicorn.run hides
+        uvicorn.Server(uvicorn_config(app, server, **options)).run()

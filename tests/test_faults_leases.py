@@ -1,0 +1,79 @@
+"""A process killed (SIGKILL) while holding a key's single-flight lease blocks that key
+for at most one lease (``cache.lock_lease``, 5 s by default), while a live holder keeps
+its lease by renewing it. Asserted on the mechanism (the lease's expiry time, renewed
+while the holder lives, running out after its death), never on how fast this machine is;
+the measured wait is printed."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lib.engines.tone import ToneEngine
+from lib.request import TTSRequest
+from lib.service import TTSService
+from tests.test_cache import make_config, speak
+
+REPO = Path(__file__).resolve().parents[1]
+TEXT = "held by a process that dies"
+
+_HOLDER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from lib.config import load_config
+from lib.engines.tone import ToneEngine
+from lib.service import TTSService, synthesise_with_cache
+config = load_config(env={}, overrides={"engine": "tone", "cache.dir": sys.argv[2], "voices.prewarm": False})
+service = TTSService(config, ToneEngine(delay=600))  # a synthesis that never ends before the kill
+synthesise_with_cache(sys.argv[3], service=service, voice="tone-low")
+"""
+
+
+def _wait_for(condition: object, limit: float = 60.0) -> bool:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_a_killed_lock_holder_blocks_its_key_for_one_lease_at_most(tmp_path: Path) -> None:
+    cache = tmp_path / "shared"
+    engine = ToneEngine()
+    svc = TTSService(make_config(cache), engine)  # the default lease
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(REPO), str(cache), TEXT], stderr=subprocess.PIPE)
+    try:
+        lease = svc.config.cache.lock_lease
+        assert lease <= 5.0  # short by default: a dead holder blocks its key for seconds
+        key = svc.resolve(TTSRequest(text=TEXT, voice="tone-low")).key
+        locks = svc._lock_store
+        assert _wait_for(lambda: locks.expires_at(key) is not None), "the holder never took the lease"
+        first = locks.expires_at(key)
+        assert first is not None
+        # A live holder renews its lease every third of it: the expiry moves on.
+        assert _wait_for(lambda: (locks.expires_at(key) or 0) > first + lease / 4, limit=4 * lease)
+
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+        killed_at = time.time()
+        last = locks.expires_at(key)
+        assert last is not None and last - killed_at <= lease  # it can outlive its holder by one lease at most
+
+        result = speak(svc, TEXT)
+        done = time.time()
+        assert result.cache == "MISS" and engine.calls == 1  # taken over, synthesised once here
+        assert done >= last  # the lease ran out first: a live one is never stolen
+        print(f"\nholder SIGKILLed: the key was blocked {done - killed_at:.2f} s "
+              f"(lease {lease:g} s; the lease had {last - killed_at:.2f} s left at the kill; "
+              f"cache.lock_timeout {svc.config.cache.lock_timeout:g} s)")  # fmt: skip
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        if holder.stderr is not None:
+            holder.stderr.close()
+        svc.close()
