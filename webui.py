@@ -305,6 +305,9 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> None:
             h.evict_choices, outputs=tag, api_visibility="private", show_progress="hidden"
         )
     exporting = export.click(h.export_top, outputs=[export_file, export_message], api_name="export_phrases")
+    exporting.success(
+        lambda path: gr.update(visible=bool(path)), inputs=export_file, outputs=export_file, api_visibility="private"
+    )
     exporting.failure(h.failure_view("export"), outputs=export_message, api_visibility="private")
 
 

@@ -337,7 +337,7 @@ class Handlers:
         _LOGGER.warning("admin action %s from the web UI: %s", action, json.dumps(done, ensure_ascii=False))
         return admin_sentence(action, done), False
 
-    def export_top(self, request: gr.Request) -> tuple[Any, str]:
+    def export_top(self, request: gr.Request) -> tuple[str | None, str]:
         try:
             document, notes = export_phrases(self.service, top=50, caller=self.caller(request))
         except TTSError as exc:
@@ -345,7 +345,7 @@ class Handlers:
         skipped = "".join(f"\n- {explain_note(n)}" for n in notes[:20])
         if not document["phrases"]:
             why = "\n\n跳过 Skipped:" + skipped if notes else ""
-            return gr.update(value=None, visible=False), (
+            return None, (
                 "没有可导出的短语：请先在「合成」页合成几条短语（上传的录音需先在「音色」页保存为音色）。"
                 "Nothing to export yet: synthesise some phrases first (save an uploaded recording as a voice "
                 "in the Voices tab to export its phrases)." + why
@@ -356,7 +356,7 @@ class Handlers:
         message = f"✔ 已导出 {n} 条短语 Exported {n} phrases."
         if notes:
             message += f"\n\n跳过 {len(notes)} 条 Skipped {len(notes)}:" + skipped
-        return gr.update(value=str(target), visible=True), message
+        return str(target), message
 
     def run_preload(
         self,

@@ -179,28 +179,32 @@ def tag_choices(tags: Sequence[tuple[str, int]], current: str) -> list[tuple[str
     ]
 
 
+def _entries(n: int) -> str:
+    return f"{n} entry" if n == 1 else f"{n} entries"
+
+
 def admin_sentence(action: str, done: Mapping[str, Any]) -> str:
     """An admin action's result as a sentence."""
     if action == "clear":
         n, shared = done["removed"], done.get("shared_removed") or 0
         both = f"，共享缓存 {shared} 条" if shared else ""
         also = f" and {shared} from the shared tier" if shared else ""
-        return f"✔ 已清空缓存：删除 {n} 条{both}。Cleared the cache: {n} entries removed{also}."
+        return f"✔ 已清空缓存：删除 {n} 条{both}。Cleared the cache: {_entries(n)} removed{also}."
     if action == "evict":
         return (
             f"✔ 已删除模型版本 `{done['tag']}` 的 {done['removed']} 条缓存。"
-            f"Removed {done['removed']} entries of model version `{done['tag']}`."
+            f"Removed {_entries(done['removed'])} of model version `{done['tag']}`."
         )
     if action == "sweep":
         n = done["expired_removed"]
-        return f"✔ 已清理 {n} 条过期缓存。Removed {n} expired entries."
+        return f"✔ 已清理 {n} 条过期缓存。Removed {n} expired {'entry' if n == 1 else 'entries'}."
     if not done.get("available", True):
         return "⚠ 缓存目录不可用，未能校验。The cache store is unavailable; nothing was checked."
     repairs = done.get("repairs") or []
     fixed = f"；修复 {len(repairs)} 处 ({len(repairs)} store repairs: {'; '.join(repairs[:3])})" if repairs else ""
     return (
         f"✔ 已校验 {done['checked']} 条，删除损坏 {done['corrupt_removed']} 条{fixed}。"
-        f"Checked {done['checked']} entries, removed {done['corrupt_removed']} corrupt."
+        f"Checked {_entries(done['checked'])}, removed {done['corrupt_removed']} corrupt."
     )
 
 
