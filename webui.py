@@ -40,7 +40,7 @@ from lib.ui.forms import (
 )
 from lib.ui.handlers import HISTORY, Handlers
 from lib.ui.plots import WINDOWS
-from lib.ui.theme import CSS, JS, theme
+from lib.ui.theme import CSS, JS, SHOW_RESULT, theme
 from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
 
 __all__ = ["build_demo", "build_request", "create_app", "main"]
@@ -153,10 +153,10 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
         """First clear the result (and list the form's problems), then run."""
         run = trigger(
             h.clear_result, inputs=form, outputs=[output, badge, details, notice, message], queue=False,
-            show_progress="hidden", api_visibility="private",
+            show_progress="hidden", api_visibility="private", js=SHOW_RESULT,
         ).then(
             h.synthesise, inputs=[*form, history], outputs=[output, badge, details, notice, history],
-            validator=h.validate, scroll_to_output=True, show_progress_on=[output], concurrency_limit=4,
+            validator=h.validate, show_progress_on=[output], concurrency_limit=4,
             api_name=api_name, api_visibility="public" if api_name else "private",
         )  # fmt: skip
         run.success(h.history_view, inputs=history, outputs=players, api_visibility="private")

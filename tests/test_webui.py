@@ -212,6 +212,7 @@ def test_export_top_phrases_is_a_valid_phrase_file(client: Client, tmp_path: Pat
         _synth(client, text="欢迎光临")
     _synth(client, text="Mind the gap", voice="tone-high")
     _synth(client, text="seeded, with its punctuation kept exactly!", seed=9, speed=1.25)
+    _synth(client, text="下一站，人民广场。  请从左侧车门下车！", style="慢一点，开心")
     prompt = handle_file(str(testdata_dir / "male_prompt.wav"))
     _synth(client, mode="cross_lingual", voice=None, prompt_audio=prompt, text="in an uploaded voice")
     path, message = client.predict(api_name="/export_phrases")
@@ -220,13 +221,18 @@ def test_export_top_phrases_is_a_valid_phrase_file(client: Client, tmp_path: Pat
     assert {"text": "seeded, with its punctuation kept exactly!", "voice": "tone-low", "seed": 9, "speed": 1.25} in (
         document["phrases"]
     )
+    # The operator's text and style exactly as typed (not the key's folded "下一站,人民广场。 请…!").
+    assert {"text": "下一站，人民广场。  请从左侧车门下车！", "voice": "tone-low", "style": "慢一点，开心"} in (
+        document["phrases"]
+    )
     assert {p["text"] for p in document["phrases"]} == {
-        "欢迎光临", "Mind the gap", "seeded, with its punctuation kept exactly!"
+        "欢迎光临", "Mind the gap", "seeded, with its punctuation kept exactly!",
+        "下一站，人民广场。  请从左侧车门下车！",
     }  # fmt: skip
     assert document["voices"] == {"tone-low": {"preset": "tone-low"}, "tone-high": {"preset": "tone-high"}}
     assert "'in an uploaded voice' was spoken in an uploaded recording that is not a saved voice" in message
-    assert "已导出 3 条短语 Exported 3 phrases" in message and "请先在「音色」页保存" in message
-    assert len(load_phrases(path)) == 3
+    assert "已导出 4 条短语 Exported 4 phrases" in message and "请先在「音色」页保存" in message
+    assert len(load_phrases(path)) == 4
 
 
 def test_preload_tab_fills_the_cache(client: Client, service: TTSService) -> None:

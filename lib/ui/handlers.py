@@ -180,13 +180,14 @@ class Handlers:
         return updates
 
     @staticmethod
-    def check_seed(value: Any) -> list[dict[str, Any]]:
-        """Validator of the seed field as soon as it is left (the API's rule)."""
-        return [_verdict(lambda: check_seed(value))]
+    def check_seed(value: Any) -> dict[str, Any]:
+        """Validator of the seed field as soon as it is left (the API's rule). One input:
+        Gradio expects the verdict itself, not a list of one."""
+        return _verdict(lambda: check_seed(value))
 
     @staticmethod
-    def check_speed(value: Any) -> list[dict[str, Any]]:
-        return [_verdict(lambda: check_speed(value))]
+    def check_speed(value: Any) -> dict[str, Any]:
+        return _verdict(lambda: check_speed(value))
 
     @staticmethod
     def roll_seed() -> int:

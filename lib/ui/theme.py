@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-__all__ = ["CSS", "JS", "LANG", "theme"]
+__all__ = ["CSS", "JS", "LANG", "SHOW_RESULT", "theme"]
 
 #: The page language: labels lead with Chinese (English follows each).
 LANG = "zh-CN"
@@ -86,4 +86,20 @@ JS = f"""
     }}
   }});
 }}
+"""
+
+#: Runs in the browser as a request starts (the ``js`` of its first step), with the
+#: form's values, which it hands on unchanged. When the result panel is out of view (a
+#: phone, where it sits under the form), it is scrolled to the top of the screen, so the
+#: button, the progress and the badge are in view. Gradio's own ``scroll_to_output``
+#: does nothing in 6.31 (its front end never passes the flag to the status tracker).
+SHOW_RESULT = """
+(...values) => {
+  const panel = document.querySelector("#result-panel");
+  if (panel) {
+    const top = panel.getBoundingClientRect().top;
+    if (top < 0 || top > window.innerHeight * 0.6) panel.scrollIntoView({ block: "start" });
+  }
+  return values;
+}
 """
