@@ -133,10 +133,10 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
             generate = gr.Button("合成 Synthesise", variant="primary", size="lg", elem_id="generate")
             message = gr.HTML(elem_id="result-message", js_on_load=None)
             badge = gr.HTML(elem_id="cache-badge", js_on_load=None)
+            notice = gr.Markdown(visible=False, elem_id="style-notice", elem_classes="ui-notice")
             output = gr.Audio(
                 type="filepath", label="结果 Result", interactive=False, elem_id="result-audio", buttons=["download"]
             )
-            notice = gr.Markdown(visible=False, elem_id="style-notice", elem_classes="ui-notice")
             details = gr.Markdown(elem_id="result-details")
     with gr.Accordion("最近结果（本页会话）Recent results in this session", elem_id="history"), gr.Row():
         players = [
@@ -172,10 +172,17 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
         h.mode_form, inputs=note_inputs, outputs=[prompt_audio, prompt_text, voice, style, steps],
         api_visibility="private", show_progress="hidden",
     )  # fmt: skip
-    for changed in (prompt_audio.change, voice.change, prompt_text.blur, style.blur):
+    # The transcript and style are hidden in the modes that ignore them, so only a mode
+    # change (above), an upload or a voice choice can change what the notes say.
+    for changed in (prompt_audio.change, voice.change):
         changed(h.form_note, inputs=note_inputs, outputs=steps, api_visibility="private", show_progress="hidden")
+    # Checked as typed: on change, not on blur (a message appearing when the field loses
+    # the focus to a click on Synthesise would move the button away from the click).
     for field, check in ((seed, h.check_seed), (speed, h.check_speed)):
-        field.blur(lambda value: None, inputs=field, validator=check, api_visibility="private")
+        field.change(
+            lambda value: None, inputs=field, validator=check, api_visibility="private", trigger_mode="always_last",
+            show_progress="hidden",
+        )  # fmt: skip
     return voice
 
 
@@ -299,12 +306,18 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> None:
     ):  # fmt: skip
         done = button.click(
             lambda: "", outputs=result, queue=False, show_progress="hidden", api_visibility="private"
-        ).then(handler, inputs=[confirm, token, tag], outputs=[result, confirm], api_name=f"admin_{action}")
+        ).then(
+            handler, inputs=[confirm, token, tag], outputs=[result, confirm], api_name=f"admin_{action}",
+            show_progress_on=[result],  # an error never lies over the confirmation box
+        )  # fmt: skip
         done.failure(h.failure_view("admin"), outputs=result, api_visibility="private")
         done.success(h.refresh_cache, inputs=window, outputs=shown, api_visibility="private").then(
             h.evict_choices, outputs=tag, api_visibility="private", show_progress="hidden"
         )
-    exporting = export.click(h.export_top, outputs=[export_file, export_message], api_name="export_phrases")
+    exporting = export.click(
+        h.export_top, outputs=[export_file, export_message], api_name="export_phrases",
+        show_progress_on=[export_message],
+    )  # fmt: skip
     exporting.success(
         lambda path: gr.update(visible=bool(path)), inputs=export_file, outputs=export_file, api_visibility="private"
     )

@@ -174,7 +174,7 @@ def test_badge_and_download_name() -> None:
 def test_style_notice_lists_the_unknown_words() -> None:
     assert style_notice({"ignored_style_words": []}) == ""
     notice = style_notice({"ignored_style_words": ["grumpy", "紫色"]})
-    assert "「grumpy」、「紫色」" in notice and "ignored" in notice
+    assert "「grumpy」、「紫色」" in notice and "Unknown style words ignored" in notice
 
 
 def test_top_phrases_are_grouped_by_text_and_voice_name() -> None:

@@ -284,7 +284,7 @@ class Handlers:
 
     def refresh_cache(self, window: int | None = None, request: gr.Request | None = None) -> tuple[Any, ...]:
         seconds = int(window if window is not None else WINDOWS[0][1])
-        snap = self.service.snapshot(top=20, caller=self.caller(request))
+        snap = self.service.snapshot(top=50, caller=self.caller(request))  # grouped below: fewer rows
         samples = list(self.service.stats.samples)
         now = time.time()
         label = next((name for name, s in WINDOWS if s == seconds), f"{seconds} s")

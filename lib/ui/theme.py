@@ -73,10 +73,20 @@ CSS = """
 #: Runs once when the page has loaded. Gradio sets ``<html lang>`` from the browser's
 #: language (``en`` for most); the page is Chinese first. Ctrl+Enter (Cmd+Enter on a
 #: Mac) presses Synthesise: Gradio's text boxes submit on Shift+Enter only, and Gradio
-#: has no keyboard-shortcut component.
+#: has no keyboard-shortcut component. And a work-around for Gradio 6.31's dropdown:
+#: its key handler runs after a tick and reopens the list after the Tab key has moved
+#: the focus away, so a list would stay open over the next fields; when the focus
+#: lands elsewhere, an open list whose input lost the focus gets the blur it missed.
 JS = f"""
 () => {{
   document.documentElement.lang = "{LANG}";
+  document.addEventListener("focusin", () => {{
+    setTimeout(() => {{
+      for (const input of document.querySelectorAll('input[role="combobox"][aria-expanded="true"]')) {{
+        if (input !== document.activeElement) input.dispatchEvent(new FocusEvent("blur"));
+      }}
+    }}, 50);
+  }});
   document.addEventListener("keydown", (event) => {{
     if (event.key !== "Enter" || !(event.ctrlKey || event.metaKey)) return;
     const button = document.querySelector("#generate");

@@ -84,9 +84,8 @@ def style_notice(info: Mapping[str, Any]) -> str:
         return ""
     words = "、".join(f"「{w}」" for w in ignored)
     return (
-        f"⚠ **风格词未识别，已忽略 Unknown style words were ignored**：{words}。"
-        "可用的词见 README 的风格表，例如 slow 慢、fast 快、happy 开心、calm 平静、loud 大声。"
-        " Use words such as slow, fast, happy, calm, loud (see the README's style table)."
+        f"⚠ **未识别的风格词已忽略 Unknown style words ignored**：{words}。"
+        "可用 Known: slow 慢, fast 快, happy 开心, calm 平静, loud 大声… (README)"
     )
 
 
