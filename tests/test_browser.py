@@ -532,6 +532,7 @@ def test_screenshot_after_a_hit(page: Page, viewport: str, tmp_path: Path) -> No
     synthesise(page)
     assert synthesise(page) == "HIT"
     expect(badge(page)).to_have_css("background-color", "rgb(21, 128, 61)")  # green for HIT
+    expect(page.locator("#result-audio #duration")).not_to_have_text("0:00")  # the waveform is drawn
     name = "screenshot.png" if viewport == "desktop" else "screenshot-phone.png"
     # The committed README screenshots are refreshed only on request, so that a test run
     # leaves the work tree clean: TTS_UPDATE_SCREENSHOT=1 ./run.sh test
