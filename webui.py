@@ -13,6 +13,7 @@ Configuration precedence, lowest first: built-in defaults < ``config.yaml`` (or
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
 import time
@@ -40,6 +41,7 @@ from lib.ui.forms import (
 )
 from lib.ui.handlers import HISTORY, Handlers
 from lib.ui.plots import WINDOWS
+from lib.ui.views import engine_title
 from lib.ui.theme import CSS, JS, SHOW_RESULT, theme
 from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
 
@@ -50,20 +52,14 @@ _LOGGER = logging.getLogger("webui")
 HERE = Path(__file__).resolve().parent
 DEFAULT_PHRASES = HERE / "hot_phrases.json"
 
-_ENGINES = {
-    "builtin": "内置引擎 Built-in engine (espeak-ng + voice matching, offline)",
-    "cosyvoice": "CosyVoice",
-    "tone": "测试音引擎 Test tone engine",
-}
-
-
 def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> gr.Blocks:
     """The Blocks app for ``service``; every event calls one method of :class:`Handlers`."""
     h = Handlers(service, phrases_path)
     demo = gr.Blocks(title="语音克隆合成 Voice cloning TTS", analytics_enabled=False)
     with demo:
-        name = _ENGINES.get(service.engine.name, service.engine.name)
-        gr.Markdown(f"# 语音克隆合成 Voice cloning TTS\n引擎 Engine：{name}", elem_id="page-header")
+        gr.Markdown(
+            f"# 语音克隆合成 Voice cloning TTS\n引擎 Engine：{engine_title(service.engine.name)}", elem_id="page-header"
+        )
         with gr.Tabs():
             with gr.Tab("合成 Synthesise", id="synth"):
                 voice = _synthesise_tab(h)
@@ -213,9 +209,9 @@ def _voices_tab(h: Handlers, demo: gr.Blocks, voice: gr.Dropdown) -> gr.Dropdown
     message = gr.HTML(elem_id="voice-message", js_on_load=None)
     sample = gr.Audio(type="filepath", label="试听 Sample", interactive=False, autoplay=True, elem_id="voice-sample")
 
-    @gr.render(inputs=version, triggers=[version.change, demo.load])
-    def voice_rows(_version: int) -> None:
-        for i, v in enumerate(h.service.list_voices()):
+    @gr.render(inputs=[version, token], triggers=[version.change, demo.load, token.blur])
+    def voice_rows(_version: int, admin_token: str, request: gr.Request) -> None:
+        for i, v in enumerate(h.voices_for(admin_token, request)):  # transcripts for the admin only
             kind = "预置 preset" if v["kind"] == "preset" else f"已存 saved · {v.get('seconds', '')} s"
             words = f" · “{v['prompt_text']}”" if v.get("prompt_text") else ""
             with gr.Row(equal_height=True, elem_classes="voice-row"):
@@ -282,8 +278,10 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> None:
                 elem_id="admin-confirm",
             )  # fmt: skip
             token = gr.Textbox(
-                label=f"管理员令牌 Admin token (only when {token_env} is set)", type="password", elem_id="admin-token"
-            )
+                label=f"管理员令牌 Admin token (only when {token_env} is set; it also shows the phrase tables and "
+                "allows the export, which hold users' texts)",
+                type="password", elem_id="admin-token",
+            )  # fmt: skip
             tag = gr.Dropdown(
                 [], value=None, label="要清除的模型版本 Model version to evict (as found in the cache)",
                 elem_id="evict-tag", allow_custom_value=True,
@@ -295,11 +293,13 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> None:
             verify_btn = gr.Button("校验 Verify", elem_id="admin-verify")
         result = gr.HTML(elem_id="admin-result", js_on_load=None)
     shown = [stats, latency, hit_rate, requested, missed]
-    for trigger in (refresh.click, tab.select, window.change, demo.load):
-        trigger(h.refresh_cache, inputs=window, outputs=shown, api_visibility="private")
+    for trigger in (refresh.click, tab.select, window.change, demo.load, token.blur):
+        trigger(h.refresh_cache, inputs=[window, token], outputs=shown, api_visibility="private")
     for trigger in (refresh.click, tab.select):
         trigger(h.evict_choices, outputs=tag, api_visibility="private", show_progress="hidden")
-    gr.Timer(10.0).tick(h.refresh_cache, inputs=window, outputs=shown, api_visibility="private", show_progress="hidden")
+    gr.Timer(10.0).tick(
+        h.refresh_cache, inputs=[window, token], outputs=shown, api_visibility="private", show_progress="hidden"
+    )
     for button, action, handler in (
         (clear_btn, "clear", h.admin_clear), (evict_btn, "evict", h.admin_evict),
         (sweep_btn, "sweep", h.admin_sweep), (verify_btn, "verify", h.admin_verify),
@@ -311,11 +311,11 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> None:
             show_progress_on=[result],  # an error never lies over the confirmation box
         )  # fmt: skip
         done.failure(h.failure_view("admin"), outputs=result, api_visibility="private")
-        done.success(h.refresh_cache, inputs=window, outputs=shown, api_visibility="private").then(
+        done.success(h.refresh_cache, inputs=[window, token], outputs=shown, api_visibility="private").then(
             h.evict_choices, outputs=tag, api_visibility="private", show_progress="hidden"
         )
     exporting = export.click(
-        h.export_top, outputs=[export_file, export_message], api_name="export_phrases",
+        h.export_top, inputs=token, outputs=[export_file, export_message], api_name="export_phrases",
         show_progress_on=[export_message],
     )  # fmt: skip
     exporting.success(
@@ -331,24 +331,43 @@ def _preload_tab(h: Handlers) -> None:
         f"through the cache; cached phrases are skipped. Without an upload the shipped list `{shipped}` is used."
     )
     upload = gr.File(label="短语列表（可选）Phrase list (optional)", file_types=[".json"], type="filepath")
-    force = gr.Checkbox(False, label="强制重新生成已缓存的短语（管理员）Force: regenerate cached phrases (admin)")
+    with gr.Row():
+        force = gr.Checkbox(False, label="强制重新生成已缓存的短语（管理员）Force: regenerate cached phrases (admin)")
+        token = gr.Textbox(
+            label=f"管理员令牌 Admin token, to force (only when {h.service.config.server.admin_token_env} is set)",
+            type="password", elem_id="preload-token",
+        )  # fmt: skip
     start = gr.Button("开始预加载 Run preload", variant="primary", elem_id="run-preload")
     result = gr.Markdown(elem_id="preload-result")
     error = gr.HTML(elem_id="preload-error", js_on_load=None)
     running = start.click(
         lambda: ("", ""), outputs=[result, error], queue=False, show_progress="hidden", api_visibility="private"
-    ).then(h.run_preload, inputs=[upload, force], outputs=result, api_name="preload")
+    ).then(h.run_preload, inputs=[upload, force, token], outputs=result, api_name="preload")
     running.failure(h.failure_view("preload"), outputs=error, api_visibility="private")
 
 
 def create_app(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> FastAPI:
     """The HTTP API with the UI mounted at ``/``: both on one port."""
     app = create_api(service)
-    demo = build_demo(service, phrases_path=phrases_path)
-    mounted: FastAPI = gr.mount_gradio_app(
-        app, demo, path="/", theme=theme(), css=CSS, js=JS, footer_links=["api"]
-    )  # fmt: skip
-    return mounted
+
+    def mount() -> FastAPI:
+        demo = build_demo(service, phrases_path=phrases_path)
+        mounted: FastAPI = gr.mount_gradio_app(
+            app, demo, path="/", theme=theme(), css=CSS, js=JS, footer_links=["api"]
+        )  # fmt: skip
+        return mounted
+
+    async def mount_in_a_loop() -> FastAPI:
+        return mount()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        # Gradio makes asyncio locks while mounting; outside a running loop it creates
+        # (and never closes) event loops of its own for them. Inside one it does not,
+        # and the locks bind to the server's loop on first use.
+        return asyncio.run(mount_in_a_loop())
+    return mount()
 
 
 # --- command line -----------------------------------------------------------------------

@@ -215,7 +215,7 @@ def test_export_top_phrases_is_a_valid_phrase_file(client: Client, tmp_path: Pat
     _synth(client, text="下一站，人民广场。  请从左侧车门下车！", style="慢一点，开心")
     prompt = handle_file(str(testdata_dir / "male_prompt.wav"))
     _synth(client, mode="cross_lingual", voice=None, prompt_audio=prompt, text="in an uploaded voice")
-    path, message = client.predict(api_name="/export_phrases")
+    path, message = client.predict("", api_name="/export_phrases")
     document = json.loads(Path(path).read_text(encoding="utf-8"))
     assert document["phrases"][0] == {"text": "欢迎光临", "voice": "tone-low"}
     assert {"text": "seeded, with its punctuation kept exactly!", "voice": "tone-low", "seed": 9, "speed": 1.25} in (
@@ -236,8 +236,8 @@ def test_export_top_phrases_is_a_valid_phrase_file(client: Client, tmp_path: Pat
 
 
 def test_preload_tab_fills_the_cache(client: Client, service: TTSService) -> None:
-    first = client.predict(None, False, api_name="/preload")
-    second = client.predict(None, False, api_name="/preload")
+    first = client.predict(None, False, "", api_name="/preload")
+    second = client.predict(None, False, "", api_name="/preload")
     assert "preload: 3 phrases, 3 generated, 0 already cached, 0 failed" in first
     assert "preload: 3 phrases, 0 generated, 3 already cached, 0 failed" in second
     hit = service.synthesise(TTSRequest(text="欢迎光临", voice="tone-low", seed=2))
@@ -248,7 +248,7 @@ def test_a_bad_phrase_file_is_named_by_its_name_not_its_server_path(client: Clie
     bad = tmp_path / "my phrases.json"
     bad.write_text('{"voices": {"a": "tone-low"}, "phrases": [{"text": "hi", "voice": "b"}]}', encoding="utf-8")
     with pytest.raises(Exception) as refused:
-        client.predict(handle_file(str(bad)), False, api_name="/preload")
+        client.predict(handle_file(str(bad)), False, "", api_name="/preload")
     message = str(refused.value)
     assert message.startswith("短语列表有误 — my phrases.json: phrases[0]"), message
     assert "/tmp" not in message and "gradio" not in message and str(tmp_path) not in message

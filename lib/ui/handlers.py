@@ -1,39 +1,24 @@
-"""The web UI's event handlers: each turns form values into one call to the service and
-its answer into component values.
-
-Errors are shown where the operator looks, never as pop-ups that pile up or cover the
-form: a handler that fails raises ``gr.Error`` with ``visible=False`` (so API clients
-still get the error and its message) and remembers the bilingual message for its
-session; the event's ``.failure`` step shows it in the tab's message box
-(:meth:`Handlers.failure_view`). Field problems of the Synthesise form are shown at the
-fields by the event's validator (:meth:`Handlers.validate`).
-
-Who the caller is (admin or not) is decided by the service's access policy from the
-client's address and the admin token typed in the form (:mod:`lib.access`).
+"""The Synthesise and Voices tabs' event handlers: each turns form values into one call
+to the service and its answer into component values. Field problems of the Synthesise
+form are shown at the fields by the event's validator (:meth:`Handlers.validate`), the
+others in place (:mod:`lib.ui.base`). The Cache and Preload tabs: :mod:`lib.ui.cache_handlers`.
 """
 
 from __future__ import annotations
 
 import html
-import json
-import logging
 import random
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import gradio as gr
 
-from lib.access import Caller
 from lib.errors import TTSError
-from lib.export import export_phrases
-from lib.phrases import expand, load_phrases
-from lib.preload import PreloadReport, preload
 from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.ui.base import error_html
+from lib.ui.cache_handlers import CacheHandlers
 from lib.ui.forms import (
     FORM_FIELDS,
     MODE_FORMS,
@@ -44,40 +29,21 @@ from lib.ui.forms import (
     style_used,
     voice_choices,
 )
-from lib.ui.messages import UIMessage, explain, explain_note, scrub_paths
-from lib.ui.plots import WINDOWS, hit_rate_plot, latency_plot, window_rate
+from lib.ui.messages import explain
 from lib.ui.views import (
     HistoryItem,
-    admin_sentence,
     badge_html,
     details_markdown,
     download_name,
     history_label,
-    stats_markdown,
     style_notice,
-    tag_choices,
-    top_table,
 )
 from lib.validate import MAX_SEED, check_seed, check_speed
 
 __all__ = ["HISTORY", "Handlers", "error_html"]
 
-_LOGGER = logging.getLogger(__name__)
-
 HISTORY = 5
 """Recent results kept per browser session."""
-_REMEMBERED = 512  # failed events whose message waits for its .failure step
-
-
-def error_html(text: str | list[str]) -> str:
-    """An alert box: one message, or a heading and a list of them."""
-    if not text:
-        return ""
-    if isinstance(text, str):
-        return f'<div class="ui-error" role="alert">✖ {html.escape(text)}</div>'
-    head, *items = text
-    lines = "".join(f"<li>{html.escape(item)}</li>" for item in items)
-    return f'<div class="ui-error" role="alert">✖ {html.escape(head)}<ul>{lines}</ul></div>'
 
 
 def _verdict(check: Callable[[], object]) -> dict[str, Any]:
@@ -88,43 +54,8 @@ def _verdict(check: Callable[[], object]) -> dict[str, Any]:
     return gr.validate(True, "")  # type: ignore[no-any-return]
 
 
-class Handlers:
-    """The handlers of one UI over one service."""
-
-    def __init__(self, service: TTSService, phrases_path: Path) -> None:
-        self.service = service
-        self.phrases_path = phrases_path
-        self._errors: OrderedDict[tuple[str, str], str] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def caller(self, request: gr.Request | None, token: str | None = None) -> Caller:
-        host = request.client.host if request is not None and request.client else None
-        return self.service.access.caller(origin="ui", client_host=host, token=token)
-
-    # -- errors --------------------------------------------------------------------------
-
-    def fail(self, channel: str, request: gr.Request | None, message: UIMessage | str) -> NoReturn:
-        """Remember ``message`` for this session's ``channel`` and raise it, unseen, to
-        Gradio (the failure step shows it in place)."""
-        text = str(message)
-        session = getattr(request, "session_hash", None) or ""
-        with self._lock:
-            self._errors[(session, channel)] = text
-            self._errors.move_to_end((session, channel))
-            while len(self._errors) > _REMEMBERED:
-                self._errors.popitem(last=False)
-        raise gr.Error(text, visible=False, print_exception=False)
-
-    def failure_view(self, channel: str) -> Callable[[gr.Request], str]:
-        """The ``.failure`` step of a ``channel`` event: its message as an alert box."""
-
-        def show(request: gr.Request) -> str:
-            session = getattr(request, "session_hash", None) or ""
-            with self._lock:
-                text = self._errors.pop((session, channel), "")
-            return error_html(text)
-
-        return show
+class Handlers(CacheHandlers):
+    """The handlers of one UI over one service (every tab)."""
 
     # -- synthesise ----------------------------------------------------------------------
 
@@ -263,6 +194,10 @@ class Handlers:
         done = f"✔ 已删除音色「{name}」。Deleted the voice '{name}'."
         return (*self.voice_updates(), done, gr.update(visible=False))
 
+    def voices_for(self, token: str | None, request: gr.Request | None) -> list[dict[str, Any]]:
+        """Every voice; transcripts (users' texts) only for the admin."""
+        return self.service.list_voices(self.caller(request, token))
+
     def player(self, name: str) -> Callable[[gr.Request], str]:
         """The handler of one voice's play button."""
 
@@ -279,111 +214,3 @@ class Handlers:
             return str(self.service.synthesise(TTSRequest(text=sample, voice=name)).path)
         except TTSError as exc:
             self.fail("voices", request, explain(exc))
-
-    # -- the cache tab -------------------------------------------------------------------
-
-    def refresh_cache(self, window: int | None = None, request: gr.Request | None = None) -> tuple[Any, ...]:
-        seconds = int(window if window is not None else WINDOWS[0][1])
-        snap = self.service.snapshot(top=50, caller=self.caller(request))  # grouped below: fewer rows
-        samples = list(self.service.stats.samples)
-        now = time.time()
-        label = next((name for name, s in WINDOWS if s == seconds), f"{seconds} s")
-        rate, lookups = window_rate(samples, seconds, now)
-        text = stats_markdown(snap, (label, rate, lookups))
-        if "top_requested" not in snap:
-            text += "\n\n常用短语仅管理员可见 The most requested phrases are shown to the admin only."
-        return (
-            text, latency_plot(samples, seconds, now), hit_rate_plot(samples, seconds, now),
-            top_table(snap.get("top_requested", [])), top_table(snap.get("top_missed", [])),
-        )  # fmt: skip
-
-    def evict_choices(self) -> Any:
-        """Model versions present in the cache, with counts; never pre-selected."""
-        return gr.update(choices=tag_choices(self.service.dashboard.tags(), self.service.tag), value=None)
-
-    def admin_clear(self, confirmed: bool, token: str, tag: str | None, request: gr.Request) -> tuple[str, bool]:
-        return self._admin("clear", confirmed, token, tag, request)
-
-    def admin_evict(self, confirmed: bool, token: str, tag: str | None, request: gr.Request) -> tuple[str, bool]:
-        return self._admin("evict", confirmed, token, tag, request)
-
-    def admin_sweep(self, confirmed: bool, token: str, tag: str | None, request: gr.Request) -> tuple[str, bool]:
-        return self._admin("sweep", confirmed, token, tag, request)
-
-    def admin_verify(self, confirmed: bool, token: str, tag: str | None, request: gr.Request) -> tuple[str, bool]:
-        return self._admin("verify", confirmed, token, tag, request)
-
-    def _admin(
-        self, action: str, confirmed: bool, token: str, tag: str | None, request: gr.Request
-    ) -> tuple[str, bool]:
-        if not confirmed:
-            self.fail(
-                "admin", request,
-                "请先勾选「我已确认」：此操作会影响所有用户的缓存 — tick 'I understand' first: this changes the "
-                "cache for every user",
-            )  # fmt: skip
-        caller = self.caller(request, token)
-        service = self.service
-        try:
-            if action == "clear":
-                done = service.clear(caller)
-            elif action == "evict":
-                done = service.evict(tag or "", caller)
-            elif action == "sweep":
-                done = service.sweep_expired(caller)
-            else:
-                done = service.verify(caller)
-        except TTSError as exc:
-            self.fail("admin", request, explain(exc))
-        _LOGGER.warning("admin action %s from the web UI: %s", action, json.dumps(done, ensure_ascii=False))
-        return admin_sentence(action, done), False
-
-    def export_top(self, request: gr.Request) -> tuple[str | None, str]:
-        try:
-            document, notes = export_phrases(self.service, top=50, caller=self.caller(request))
-        except TTSError as exc:
-            self.fail("export", request, explain(exc))
-        skipped = "".join(f"\n- {explain_note(n)}" for n in notes[:20])
-        if not document["phrases"]:
-            why = "\n\n跳过 Skipped:" + skipped if notes else ""
-            return None, (
-                "没有可导出的短语：请先在「合成」页合成几条短语（上传的录音需先在「音色」页保存为音色）。"
-                "Nothing to export yet: synthesise some phrases first (save an uploaded recording as a voice "
-                "in the Voices tab to export its phrases)." + why
-            )
-        data = (json.dumps(document, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
-        target = self.service.files.write("hot_phrases.json", data)
-        n = len(document["phrases"])
-        message = f"✔ 已导出 {n} 条短语 Exported {n} phrases."
-        if notes:
-            message += f"\n\n跳过 {len(notes)} 条 Skipped {len(notes)}:" + skipped
-        return str(target), message
-
-    def run_preload(
-        self,
-        upload: str | None,
-        force: bool,
-        request: gr.Request,
-        progress: gr.Progress = gr.Progress(),  # noqa: B008
-    ) -> str:
-        path = Path(upload) if upload else self.phrases_path
-        paths = [upload] if upload else []
-        try:
-            requests = expand(load_phrases(path))
-        except TTSError as exc:
-            self.fail("preload", request, explain(exc, paths=paths))
-        progress((0, len(requests)), desc="预加载 Preloading", unit="phrases")
-
-        def step(report: PreloadReport) -> None:
-            progress((report.total, len(requests)), desc="预加载 Preloading", unit="phrases")
-
-        try:
-            report = preload(self.service, requests, workers=1, force=force, on_done=step, caller=self.caller(request))
-        except TTSError as exc:
-            self.fail("preload", request, explain(exc, paths=paths))
-        head = (
-            f"{'✔' if not report.failed else '⚠'} 预加载完成：共 {report.total} 条，生成 {report.generated} 条，"
-            f"已缓存 {report.cached} 条，失败 {report.failed} 条。  \n`{report.summary()}`"
-        )
-        failures = [f"- {entry}: {scrub_paths(msg, paths)}" for entry, msg in report.failures[:20]]
-        return "\n".join([head, *failures])

@@ -22,6 +22,7 @@ __all__ = [
     "badge_html",
     "details_markdown",
     "download_name",
+    "engine_title",
     "history_label",
     "stats_markdown",
     "style_notice",
@@ -40,6 +41,18 @@ _BADGE_WORDS = {
 
 #: One entry of the session's history (gr.State): path, label, cache result.
 HistoryItem = dict[str, str]
+
+
+_ENGINES = {
+    "builtin": "内置引擎 Built-in engine (espeak-ng + voice matching, offline)",
+    "cosyvoice": "CosyVoice",
+    "tone": "测试音引擎 Test tone engine",
+}
+
+
+def engine_title(name: str) -> str:
+    """The engine as the page header names it (not its raw tag)."""
+    return _ENGINES.get(name, name)
 
 
 def badge_html(cache: str) -> str:
@@ -141,6 +154,7 @@ def stats_markdown(snap: Mapping[str, Any], window: tuple[str, float, int] | Non
         f"{since.get('preload_hits', 0)} 已缓存 already cached, {since.get('preload_errors', 0)} 失败 failed "
         f"since start; 累计 in total {total.get('preload_misses', 0)} generated  ",
         f"**节省引擎时间 Engine time saved by hits**: {snap.get('engine_seconds_saved', 0.0):.1f} s since start, "
+        f"{snap.get('engine_seconds_saved_last_hour', 0.0):.1f} s in the last hour, "
         f"{snap.get('engine_seconds_saved_total', 0.0):.1f} s in total · "
         f"引擎调用 engine calls {since['engine_calls']}  ",
         f"**模型版本 Model version** `{snap['tag']}`",
