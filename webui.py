@@ -41,8 +41,8 @@ from lib.ui.forms import (
 )
 from lib.ui.handlers import HISTORY, Handlers
 from lib.ui.plots import WINDOWS
-from lib.ui.views import engine_title
 from lib.ui.theme import CSS, JS, SHOW_RESULT, theme
+from lib.ui.views import engine_title
 from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
 
 __all__ = ["build_demo", "build_request", "create_app", "main"]
