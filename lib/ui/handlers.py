@@ -112,7 +112,7 @@ class Handlers(CacheHandlers):
 
     @staticmethod
     def check_seed(value: Any) -> dict[str, Any]:
-        """Validator of the seed field as soon as it is left (the API's rule). One input:
+        """Validator of the seed field as it is typed (the API's rule). One input:
         Gradio expects the verdict itself, not a list of one."""
         return _verdict(lambda: check_seed(value))
 
