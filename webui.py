@@ -39,18 +39,19 @@ from lib.ui.forms import (
     style_used,
     voice_choices,
 )
-from lib.ui.handlers import HISTORY, Handlers
+from lib.ui.handlers import HISTORY, LIVE_NOTICE, Handlers, live_playback_available
 from lib.ui.plots import WINDOWS
 from lib.ui.theme import CSS, JS, SHOW_RESULT, theme
 from lib.ui.views import engine_title
 from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
 
-__all__ = ["build_demo", "build_request", "create_app", "main"]
+__all__ = ["build_demo", "build_request", "create_app", "live_playback_available", "main"]
 
 _LOGGER = logging.getLogger("webui")
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PHRASES = HERE / "hot_phrases.json"
+
 
 def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> gr.Blocks:
     """The Blocks app for ``service``; every event calls one method of :class:`Handlers`."""
@@ -77,6 +78,7 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
     """The form on the left; the button, the result and its badge on the right (kept in
     view on wide screens, right under the button on phones); recent results below."""
     service, engine = h.service, h.service.engine
+    live_ok = live_playback_available()
     presets = engine.presets()
     modes = mode_choices(engine.modes)
     first_mode = "preset" if "preset" in engine.modes else modes[0][1]
@@ -108,9 +110,9 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
                 elem_id="style", visible=style_used(first_mode, engine.style_modes), render=False,
             )  # fmt: skip
             rows, labels = examples(presets, engine.modes)
-            shown = None
+            examples_shown = None
             if rows:
-                shown = gr.Examples(
+                examples_shown = gr.Examples(
                     rows, inputs=[mode, voice, text, style], example_labels=labels, elem_id="examples",
                     label="示例：点一下即可试听 Examples: one click to hear a voice", examples_per_page=8,
                 )  # fmt: skip
@@ -130,6 +132,9 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
             message = gr.HTML(elem_id="result-message", js_on_load=None)
             badge = gr.HTML(elem_id="cache-badge", js_on_load=None)
             notice = gr.Markdown(visible=False, elem_id="style-notice", elem_classes="ui-notice")
+            live = gr.Audio(
+                streaming=True, autoplay=True, label="实时播放 Live", interactive=False, elem_id="live-audio"
+            ) if live_ok else gr.Markdown(LIVE_NOTICE, elem_id="live-notice")  # fmt: skip
             output = gr.Audio(
                 type="filepath", label="结果 Result", interactive=False, elem_id="result-audio", buttons=["download"]
             )
@@ -145,23 +150,31 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
 
     form = [mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache]
 
-    def request_chain(trigger: Any, api_name: str | None) -> None:
-        """First clear the result (and list the form's problems), then run."""
+    def request_chain(trigger: Any, api_name: str | None, *, streamed: bool) -> None:
+        """First clear the result (and list the form's problems), then run: whole, or
+        played live sentence by sentence (``streamed``) into the live player."""
+        shown = [output, badge, details, notice, history]
+        cleared = [output, badge, details, notice, message]
         run = trigger(
-            h.clear_result, inputs=form, outputs=[output, badge, details, notice, message], queue=False,
-            show_progress="hidden", api_visibility="private", js=SHOW_RESULT,
+            h.clear_result_live if live_ok else h.clear_result, inputs=form,
+            outputs=[*cleared, live] if live_ok else cleared,
+            queue=False, show_progress="hidden", api_visibility="private", js=SHOW_RESULT,
         ).then(
-            h.synthesise, inputs=[*form, history], outputs=[output, badge, details, notice, history],
-            validator=h.validate, show_progress_on=[output], concurrency_limit=4,
-            api_name=api_name, api_visibility="public" if api_name else "private",
+            h.synthesise_live if streamed else h.synthesise, inputs=[*form, history],
+            outputs=[live, *shown] if streamed else shown, validator=h.validate, show_progress_on=[output],
+            concurrency_limit=4, api_name=api_name, api_visibility="public" if api_name else "private",
         )  # fmt: skip
         run.success(h.history_view, inputs=history, outputs=players, api_visibility="private")
         run.failure(h.failure_view("synth"), outputs=message, api_visibility="private")
 
-    request_chain(generate.click, "synthesise")
-    request_chain(text.submit, None)  # Shift+Enter in the text box
-    if shown is not None:
-        request_chain(shown.load_input_event.then, None)
+    # /synthesise answers the whole result (API clients); the button plays it live when it can.
+    whole = gr.Button(visible=False) if live_ok else generate
+    request_chain(whole.click, "synthesise", streamed=False)
+    if live_ok:
+        request_chain(generate.click, "synthesise_live", streamed=True)
+    request_chain(text.submit, None, streamed=live_ok)  # Shift+Enter in the text box
+    if examples_shown is not None:
+        request_chain(examples_shown.load_input_event.then, None, streamed=live_ok)
     dice.click(h.roll_seed, outputs=seed, api_visibility="private")
     note_inputs = [mode, prompt_audio, voice, prompt_text, style]
     mode.change(

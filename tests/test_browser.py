@@ -184,9 +184,12 @@ def badge(page: Page) -> Locator:
 
 
 def synthesise(page: Page) -> str:
-    """Click Synthesise and wait for the badge; its HIT/MISS/BYPASS."""
+    """Click Synthesise and wait for this request's badge; its HIT/MISS/BYPASS/COMPOSED."""
     from playwright.sync_api import expect
 
+    # The last badge goes first, so that the wait below cannot see it (the request clears
+    # it and draws its own).
+    page.evaluate("document.querySelector('#cache-badge-value')?.remove()")
     page.locator("#generate").click()
     expect(badge(page)).to_have_attribute("data-cache", re.compile("HIT|MISS|BYPASS"), timeout=60_000)
     return str(badge(page).get_attribute("data-cache"))
@@ -429,11 +432,9 @@ def test_dashboard_shows_preload_apart_grouped_phrases_and_a_window(page: Page, 
     expect(rows).to_have_count(1)
     expect(rows.first.locator("[role=gridcell]").first).to_have_text(re.compile(r"^\s*([6-9]|\d\d+)\s*$"))
     expect(page.locator("#top-requested [role=row]", has_text="欢迎光临！")).to_have_count(0)  # preload is not traffic
-    for plot in ("#latency-plot", "#hit-rate-plot"):
-        canvas = page.locator(f"{plot} canvas, {plot} svg.marks").first
-        expect(canvas).to_be_visible()
-        box = canvas.bounding_box()
-        assert box is not None and box["width"] > 250 and box["height"] > 150
+    for plot in ("#latency-plot", "#hit-rate-plot"):  # drawn at the width of its column (re-drawn every 10 s)
+        drawn = "(sel) => { const b = document.querySelector(sel + ' canvas')?.getBoundingClientRect();"
+        page.wait_for_function(drawn + " return !!b && b.width > 200 && b.height > 150; }", arg=plot, timeout=15_000)
     window = page.locator("#window input")
     window.click()
     page.get_by_role("option", name="全部 All kept samples").click()

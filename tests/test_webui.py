@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -319,3 +320,35 @@ def test_admin_rule_is_the_access_policy() -> None:
     assert refusal("s3cret", "s3cret", "192.0.2.7") is None
     assert "token is wrong" in (refusal("s3cret", "nope", "127.0.0.1") or "")
     assert "send the admin token" in (refusal("s3cret", "", "127.0.0.1") or "")
+
+
+def test_preloaded_template_answers_composed_with_its_badge(client: Client, tmp_path: Path) -> None:
+    templates = tmp_path / "templates.json"
+    templates.write_text(json.dumps({
+        "voices": {"low": "tone-low"},
+        "templates": [{"template": "请{ticket}号顾客到{window}号窗口", "voice": "low",
+                       "slots": {"ticket": {"pattern": "[A-C][0-9]{3}", "read": "characters"},
+                                 "window": {"values": ["1", "2"], "read": "number"}}}],
+    }, ensure_ascii=False), encoding="utf-8")  # fmt: skip
+    report = client.predict(handle_file(str(templates)), False, "", api_name="/preload")
+    # 请, 号顾客到, 号窗口, A-C and 零-九 (一 and 二 are the window numbers too): 16 pieces
+    assert "preload: 16 phrases, 16 generated" in report and "1 template(s) active" in report
+    _, badge, details = _synth(client, text="请B207号顾客到2号窗口")
+    assert 'data-cache="COMPOSED"' in badge and "#1d4ed8" in badge and "由模板的缓存片段拼接" in badge
+    assert "0 合成 synthesised)" in details  # every piece was in the cache
+
+
+def test_live_synthesis_plays_each_sentence_before_the_whole(client: Client, service: TTSService) -> None:
+    if not webui.live_playback_available():
+        if os.environ.get("CI"):
+            pytest.fail("ffmpeg is missing; .ci/run installs it with apt-get install ffmpeg")
+        pytest.skip("the live player needs ffmpeg (apt-get install ffmpeg); CI runs this test")
+    form = {**_FORM, "text": "第一句话在这里。第二句话也在这里。第三句话还在这里。"}
+    job = client.submit(*form.values(), api_name="/synthesise_live")
+    updates = list(job)
+    live = [u for u in updates if isinstance(u[0], str)]
+    assert len(live) == 3 and all(u[1] == {"__type__": "update"} for u in live)  # the result player waits
+    final = job.result()
+    assert final[0] == {"__type__": "update"} and final[1].endswith(".wav") and 'data-cache="MISS"' in final[2]
+    whole = service.synthesise(TTSRequest(text=form["text"], voice="tone-low"))
+    assert whole.cache == "HIT" and _md5(final[1]) == hashlib.md5(whole.wav).hexdigest()

@@ -15,6 +15,7 @@ from lib.errors import TTSError
 from lib.export import export_phrases
 from lib.phrases import PhraseRules, expand, load_phrases
 from lib.preload import PreloadReport, preload
+from lib.templates import load_templates
 from lib.textnorm import cut_fields
 from lib.ui.base import HandlerBase
 from lib.ui.messages import explain, explain_note, scrub_paths
@@ -126,22 +127,28 @@ class CacheHandlers(HandlerBase):
         rules = PhraseRules.from_config(self.service.config.preload, own_folder=not upload)
         try:
             requests = expand(load_phrases(path, rules))
+            templates = load_templates(path, rules)
         except TTSError as exc:
             self.fail("preload", request, explain(exc, paths=paths))
-        progress((0, len(requests)), desc="预加载 Preloading", unit="phrases")
+        total = len(requests) + sum(len(self.service.templates.pieces(t)) for t in templates)
+        progress((0, total), desc="预加载 Preloading", unit="phrases")
 
         def step(report: PreloadReport) -> None:
-            progress((report.total, len(requests)), desc="预加载 Preloading", unit="phrases")
+            progress((report.total, total), desc="预加载 Preloading", unit="phrases")
 
         try:
             report = preload(
-                self.service, requests, workers=1, force=force, on_done=step, caller=self.caller(request, token)
-            )
+                self.service, requests, workers=1, force=force, on_done=step, caller=self.caller(request, token),
+                templates=templates,
+            )  # fmt: skip
         except TTSError as exc:
             self.fail("preload", request, explain(exc, paths=paths))
         head = (
             f"{'✔' if not report.failed else '⚠'} 预加载完成：共 {report.total} 条，生成 {report.generated} 条，"
             f"已缓存 {report.cached} 条，失败 {report.failed} 条。  \n`{report.summary()}`"
         )
+        # From now on this service composes answers from the list's templates too.
+        self.service.templates.add(templates)
         failures = [f"- {entry}: {scrub_paths(msg, paths)}" for entry, msg in report.failures[:20]]
-        return "\n".join([head, *failures])
+        active = [f"{len(templates)} 个模板已启用 {len(templates)} template(s) active"] if templates else []
+        return "\n".join([head, *failures, *active])

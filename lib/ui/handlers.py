@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import html
 import random
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
+from lib.audio import encode, wav_bytes
 from lib.errors import TTSError
 from lib.request import TTSRequest
+from lib.results import SynthesisResult
 from lib.ui.base import error_html
 from lib.ui.cache_handlers import CacheHandlers
 from lib.ui.forms import (
@@ -40,10 +43,22 @@ from lib.ui.views import (
 )
 from lib.validate import MAX_SEED, check_seed, check_speed
 
-__all__ = ["HISTORY", "Handlers", "error_html"]
+__all__ = ["HISTORY", "LIVE_NOTICE", "Handlers", "error_html", "live_playback_available"]
 
 HISTORY = 5
 """Recent results kept per browser session."""
+
+#: Shown instead of the live player when ffmpeg is missing.
+LIVE_NOTICE = (
+    "结果合成完毕后播放。要边合成边播放，请安装 ffmpeg（`apt-get install ffmpeg`）并重启。 Results play when "
+    "they are complete. To hear them while they are made, install ffmpeg and restart: Gradio encodes the live "
+    "stream with it."
+)
+
+
+def live_playback_available() -> bool:
+    """Gradio's streaming audio output encodes with the ffmpeg program."""
+    return shutil.which("ffmpeg") is not None
 
 
 def _verdict(check: Callable[[], object]) -> dict[str, Any]:
@@ -68,6 +83,10 @@ class Handlers(CacheHandlers):
             message = error_html(["请修正以下输入 Please fix:", *(str(m) for m in errors.values())])
         return None, "", "", gr.update(value="", visible=False), message
 
+    def clear_result_live(self, *form: Any) -> tuple[Any, ...]:
+        """:meth:`clear_result`, and the live player emptied too."""
+        return (*self.clear_result(*form), None)
+
     def validate(self, *values: Any) -> list[dict[str, Any]]:
         """The Synthesise event's validator: a verdict per input (the form fields, then
         the history state), with the API's rules."""
@@ -80,18 +99,60 @@ class Handlers(CacheHandlers):
         seed: Any, speed: Any, fmt: str, use_cache: bool, history: list[HistoryItem] | None,
         request: gr.Request, progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio injects it by this default
     ) -> tuple[str, str, str, Any, list[HistoryItem]]:  # fmt: skip
+        """The whole result at once (``/synthesise``, and the button without ffmpeg)."""
         progress(0.1, desc="合成中 Synthesising…")
         try:
             req = build_request(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
             result = self.service.synthesise(req)
-            name = download_name(req.voice or "", req.text, req.seed, result.key, fmt)
-            data = result.wav if fmt == "wav" else self.service.audio_bytes(result.audio, fmt)
-            path = self.service.files.write(name, data)
+            name, path = self._file(req, result, fmt)
         except TTSError as exc:
             self.fail("synth", request, explain(exc, paths=[prompt_audio]))
+        return self._shown(req, result, name, path, history)
+
+    def synthesise_live(
+        self, mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, text: str, style: str,
+        seed: Any, speed: Any, fmt: str, use_cache: bool, history: list[HistoryItem] | None, request: gr.Request,
+        progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio injects it by this default
+    ) -> Iterator[tuple[Any, ...]]:  # fmt: skip
+        """Like :meth:`synthesise`, but the live player gets each sentence as soon as it
+        exists; the result player gets the whole file at the end. Leaving the page does
+        not stop the synthesis: the result is still cached."""
+        progress(0.1, desc="合成中 Synthesising…")
+        try:
+            req = build_request(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
+            answer = self.service.stream(req)
+            badge = badge_html(answer.cache)
+            for pcm in answer.chunks:
+                chunk = wav_bytes(pcm, answer.sample_rate)
+                yield chunk, gr.skip(), badge, "生成中 Generating…", gr.skip(), gr.skip()
+            result = answer.result()
+            name, path = self._file(req, result, fmt)
+        except TTSError as exc:
+            self.fail("synth", request, explain(exc, paths=[prompt_audio]))
+        yield gr.skip(), *self._shown(req, result, name, path, history)
+
+    def _file(self, req: TTSRequest, result: SynthesisResult, fmt: str) -> tuple[str, Path]:
+        """The result as a private file named by what it is (voice, text, seed)."""
+        name = download_name(req.voice or "", req.text, req.seed, result.key, fmt)
+        if fmt == "wav":
+            data = result.wav
+        elif result.cache == "COMPOSED":
+            # Not the entry stored under this key (a refined one may be): never keep its transcode.
+            data = encode(result.audio.pcm, result.sample_rate, fmt)
+        else:
+            data = self.service.audio_bytes(result.audio, fmt)
+        return name, self.service.files.write(name, data)
+
+    @staticmethod
+    def _shown(
+        req: TTSRequest, result: SynthesisResult, name: str, path: Path, history: list[HistoryItem] | None
+    ) -> tuple[str, str, str, Any, list[HistoryItem]]:
+        """Result file, badge, details, style notice, and the history with this result first."""
         notice = style_notice(result.info)
-        label = history_label(result.cache, req.voice or "", req.text, req.seed)
-        item: HistoryItem = {"path": str(path), "label": label}
+        item: HistoryItem = {
+            "path": str(path),
+            "label": history_label(result.cache, req.voice or "", req.text, req.seed),
+        }
         kept = [h for h in (history or []) if h.get("path") != item["path"]]
         return (
             str(path), badge_html(result.cache), details_markdown(result, name),

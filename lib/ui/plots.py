@@ -30,10 +30,10 @@ WINDOWS: list[tuple[str, int]] = [
 Sample = tuple[float, str, float]
 """(unix time, result, seconds) as :attr:`lib.stats.Stats.samples` keeps them."""
 
-_RESULTS = ["hit", "miss", "bypass", "error"]
-_LEGEND = ["命中 hit", "未命中 miss", "绕过 bypass", "错误 error"]
-_COLOURS = ["#15803d", "#b45309", "#475569", "#b91c1c"]
-_SHAPES = ["circle", "square", "triangle-up", "cross"]
+_RESULTS = ["hit", "miss", "bypass", "error", "composed"]
+_LEGEND = ["命中 hit", "未命中 miss", "绕过 bypass", "错误 error", "拼接 composed"]
+_COLOURS = ["#15803d", "#b45309", "#475569", "#b91c1c", "#1d4ed8"]
+_SHAPES = ["circle", "square", "triangle-up", "cross", "diamond"]
 
 
 def in_window(samples: Sequence[Sample], window: float, now: float) -> list[Sample]:

@@ -24,6 +24,7 @@ __all__ = [
     "download_name",
     "engine_title",
     "history_label",
+    "segments_line",
     "stats_markdown",
     "style_notice",
     "tag_choices",
@@ -32,11 +33,13 @@ __all__ = [
 ]
 
 #: Badge backgrounds; white text on each is at least 4.5:1 (WCAG AA), tested in the browser.
-BADGE_COLOURS = {"HIT": "#15803d", "MISS": "#b45309", "BYPASS": "#475569"}
+BADGE_COLOURS = {"HIT": "#15803d", "MISS": "#b45309", "BYPASS": "#475569", "COMPOSED": "#1d4ed8"}
+"""HIT green, MISS amber, BYPASS grey, COMPOSED blue (made from a template's cached pieces)."""
 _BADGE_WORDS = {
     "HIT": "命中缓存 Served from the cache",
     "MISS": "未命中，已合成并存入缓存 Not cached: synthesised now and stored",
     "BYPASS": "未使用缓存 Cache bypassed: synthesised, not stored",
+    "COMPOSED": "由模板的缓存片段拼接 Composed from a template's cached pieces",
 }
 
 #: One entry of the session's history (gr.State): path, label, cache result.
@@ -83,6 +86,11 @@ def details_markdown(result: SynthesisResult, file_name: str) -> str:
         extra.append(f"来自 from {info['tier']}")
     if info.get("languages"):
         extra.append("语言 languages " + ", ".join(map(str, info["languages"])))
+    if "segments" in info:
+        extra.append(
+            f"分句 segments {info['segments']} ({info.get('segments_reused', 0)} 复用 reused, "
+            f"{info.get('segments_synthesised', 0)} 合成 synthesised)"
+        )
     if info.get("style_words"):
         extra.append("风格 style " + ", ".join(map(str, info["style_words"])))
     if extra:
@@ -157,6 +165,7 @@ def stats_markdown(snap: Mapping[str, Any], window: tuple[str, float, int] | Non
         f"{snap.get('engine_seconds_saved_last_hour', 0.0):.1f} s in the last hour, "
         f"{snap.get('engine_seconds_saved_total', 0.0):.1f} s in total · "
         f"引擎调用 engine calls {since['engine_calls']}  ",
+        segments_line(since),
         f"**模型版本 Model version** `{snap['tag']}`",
     ]
     if not snap.get("cache_available", True):
@@ -165,6 +174,18 @@ def stats_markdown(snap: Mapping[str, Any], window: tuple[str, float, int] | Non
     if shared:
         lines.append("\n" + shared)
     return "\n".join(lines)
+
+
+def segments_line(since: Mapping[str, Any]) -> str:
+    """Segments reused and synthesised, composed answers, streams and their mean time to
+    first audio, since start."""
+    streams = int(since.get("streams", 0))
+    first = f", 首段音频平均 first audio after {since.get('first_audio_ms', 0) / streams:.0f} ms" if streams else ""
+    return (
+        f"**分句 Segments**: {since.get('segments_reused', 0)} 复用 reused, "
+        f"{since.get('segments_synthesised', 0)} 合成 synthesised; **模板拼接 Composed**: {since.get('composed', 0)}; "
+        f"**流式 Streamed**: {streams}{first}  "
+    )
 
 
 _TOP_COLUMNS = ["次数 Count", "未命中 Missed", "文本 Text", "音色 Voice"]
