@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import gradio as gr
 from fastapi import FastAPI
@@ -28,163 +29,334 @@ from lib.audio import FORMATS
 from lib.cli import add_config_flags, config_from_args
 from lib.errors import TTSError
 from lib.service import TTSService
-from lib.ui.handlers import LIVE_NOTICE, MODE_CHOICES, Handlers, build_request, live_playback_available
+from lib.ui.forms import (
+    MODE_FORMS,
+    build_request,
+    default_voice,
+    examples,
+    mode_choices,
+    sample_text,
+    style_used,
+    voice_choices,
+)
+from lib.ui.handlers import HISTORY, LIVE_NOTICE, Handlers, live_playback_available
+from lib.ui.plots import WINDOWS
+from lib.ui.theme import CSS, JS, SHOW_RESULT, theme
+from lib.ui.views import engine_title
 from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
 
-__all__ = ["build_demo", "build_request", "create_app", "main"]
+__all__ = ["build_demo", "build_request", "create_app", "live_playback_available", "main"]
 
 _LOGGER = logging.getLogger("webui")
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PHRASES = HERE / "hot_phrases.json"
 
-_CSS = ".cache-badge{display:inline-block;padding:4px 14px;border-radius:999px;font-weight:700;color:#fff}"
-
 
 def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> gr.Blocks:
     """The Blocks app for ``service``; every event calls one method of :class:`Handlers`."""
     h = Handlers(service, phrases_path)
-    live_ok = live_playback_available()
-    token_env = service.config.server.admin_token_env
-
-    demo = gr.Blocks(title="Voice cloning TTS 语音克隆", analytics_enabled=False)
+    demo = gr.Blocks(title="语音克隆合成 Voice cloning TTS", analytics_enabled=False)
     with demo:
-        gr.Markdown(f"# Voice cloning TTS 语音克隆合成\nEngine 引擎: `{service.tag}`")
-        with gr.Tab("合成 Synthesise"):
-            with gr.Row():
-                with gr.Column():
-                    mode = gr.Radio(MODE_CHOICES, value="zero_shot", label="Mode 模式")
-                    prompt_audio = gr.Audio(
-                        sources=["upload", "microphone"], type="filepath", label="Prompt audio 参考音频",
-                        elem_id="prompt-audio",
-                    )  # fmt: skip
-                    voice = gr.Dropdown(
-                        h.voice_names(), value=None, label="Preset or saved voice 音色", allow_custom_value=True
-                    )
-                    prompt_text = gr.Textbox(
-                        label="Prompt transcript 参考音频文本 (zero-shot)", lines=1, elem_id="prompt-text"
-                    )
-                    text = gr.Textbox(label="Text to speak 合成文本", lines=3, elem_id="tts-text")
-                    style = gr.Textbox(label="Style instruction 风格指令 (e.g. 'slow, calm' / '开心')", lines=1)
-                    with gr.Row():
-                        seed = gr.Number(value=0, precision=0, minimum=0, maximum=MAX_SEED, label="Seed 随机种子")
-                        dice = gr.Button("🎲 Random 随机", scale=0, min_width=120)
-                    speed = gr.Slider(MIN_SPEED, MAX_SPEED, value=1.0, step=0.05, label="Speed 语速")
-                    with gr.Row():
-                        fmt = gr.Dropdown(list(FORMATS), value="wav", label="Format 格式")
-                        use_cache = gr.Checkbox(value=True, label="Use cache 使用缓存")
-                    generate = gr.Button("合成 Synthesise", variant="primary", elem_id="generate")
-                with gr.Column():
-                    live = gr.Audio(
-                        streaming=True, autoplay=True, label="Live 实时播放", interactive=False, elem_id="live-audio"
-                    ) if live_ok else gr.Markdown(LIVE_NOTICE, elem_id="live-notice")  # fmt: skip
-                    output = gr.Audio(type="filepath", label="Result 结果", interactive=False, elem_id="result-audio")
-                    badge = gr.HTML(elem_id="cache-badge")
-                    details = gr.Markdown(elem_id="result-details")
-            dice.click(h.roll_seed, outputs=seed, api_visibility="private")
-            form = [mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache]
-            # /synthesise answers the whole result (API clients); the button plays it live when it can.
-            whole = gr.Button(visible=False) if live_ok else generate
-            whole.click(h.synthesise, inputs=form, outputs=[output, badge, details], api_name="synthesise",
-                        concurrency_limit=4)  # fmt: skip
-            if live_ok:
-                generate.click(h.synthesise_live, inputs=form, outputs=[live, output, badge, details],
-                               api_name="synthesise_live", concurrency_limit=4)  # fmt: skip
-
-        with gr.Tab("音色 Voices"):
-            gr.Markdown("Save the prompt from the Synthesise tab (audio and transcript) as a named voice.")
-            with gr.Row():
-                voice_name = gr.Textbox(label="Voice name 音色名称", scale=3)
-                replace = gr.Checkbox(False, label="Replace a saved voice (admin) 覆盖", scale=1)
-                save = gr.Button("Save current prompt 保存音色", variant="primary", scale=1)
-            voice_table = gr.Dataframe(h.voices_table, label="Voices 音色列表", interactive=False)
-            with gr.Row():
-                voice_pick = gr.Dropdown(h.voice_names(), value=None, label="Voice 音色", allow_custom_value=True)
-                play = gr.Button("Play 试听")
-                delete = gr.Button("Delete 删除", variant="stop")
-            voice_token = gr.Textbox(
-                label=f"Admin token, to replace or delete (only when {token_env} is set)", type="password"
-            )
-            voice_audio = gr.Audio(type="filepath", label="Sample 试听", interactive=False)
-            voice_message = gr.Markdown()
-            save.click(
-                h.save_voice, inputs=[voice_name, prompt_audio, prompt_text, replace, voice_token],
-                outputs=[voice, voice_pick, voice_table, voice_message], api_name="save_voice",
-            )  # fmt: skip
-            delete.click(
-                h.delete_voice, inputs=[voice_pick, voice_token],
-                outputs=[voice, voice_pick, voice_table, voice_message], api_name="delete_voice",
-            )  # fmt: skip
-            play.click(h.play_voice, inputs=voice_pick, outputs=voice_audio, api_visibility="private")
-
-        with gr.Tab("缓存 Cache") as cache_tab:
-            stats = gr.Markdown(elem_id="cache-stats")
-            refresh = gr.Button("Refresh 刷新")
-            with gr.Row():
-                latency = gr.LinePlot(
-                    x="time", y="ms", color="result", title="Latency 延迟 (ms)", height=260,
-                    color_map={"hit": "#15803d", "miss": "#b45309", "bypass": "#475569", "error": "#b91c1c",
-                               "composed": "#1d4ed8"},
-                )  # fmt: skip
-                hit_rate = gr.LinePlot(x="time", y="hit_rate", title="Hit rate 命中率 (%, last 20)", height=260)
-            with gr.Row():
-                top_requested = gr.Dataframe(label="Most requested 最常请求", interactive=False)
-                top_missed = gr.Dataframe(label="Most missed 最常未命中", interactive=False)
-            with gr.Row():
-                export = gr.Button("Export top phrases as hot_phrases.json 导出热门短语")
-                export_file = gr.File(label="hot_phrases.json", interactive=False)
-            export_message = gr.Markdown()
-            with gr.Accordion("Admin 管理", open=False):
-                confirm = gr.Checkbox(False, label="I understand: this changes the cache for every user 我已确认")
-                token = gr.Textbox(
-                    label=f"Admin token (only when {token_env} is set; also shows the phrase tables and allows "
-                    "the export, which hold users' texts)",
-                    type="password",
-                )
-                tag = gr.Textbox(value=service.tag, label="Model tag to evict (engine:model_version or voice:<id>)")
-                with gr.Row():
-                    clear_btn = gr.Button("Clear all 清空缓存", variant="stop")
-                    evict_btn = gr.Button("Evict model version 按模型版本清除")
-                    sweep_btn = gr.Button("Sweep expired 清理过期")
-                    verify_btn = gr.Button("Verify 校验")
-                admin_result = gr.Markdown()
-            outputs = [stats, latency, hit_rate, top_requested, top_missed]
-            for trigger in (refresh.click, cache_tab.select):
-                trigger(h.refresh_cache, inputs=token, outputs=outputs, api_visibility="private")
-            gr.Timer(10.0).tick(
-                h.refresh_cache, inputs=token, outputs=outputs, api_visibility="private", show_progress="hidden"
-            )
-            for button, action, handler in (
-                (clear_btn, "clear", h.admin_clear), (evict_btn, "evict", h.admin_evict),
-                (sweep_btn, "sweep", h.admin_sweep), (verify_btn, "verify", h.admin_verify),
-            ):  # fmt: skip
-                button.click(
-                    handler,
-                    inputs=[confirm, token, tag],
-                    outputs=[admin_result, confirm],
-                    api_name=f"admin_{action}",
-                ).then(h.refresh_cache, inputs=token, outputs=outputs, api_visibility="private")
-            export.click(h.export_top, inputs=token, outputs=[export_file, export_message], api_name="export_phrases")
-
-        with gr.Tab("预加载 Preload"):
-            gr.Markdown(
-                f"Run a hot-phrase list through the cache; cached phrases are skipped. Without an upload the "
-                f"shipped list `{phrases_path.name}` is used (its prompt paths are relative to it)."
-            )
-            upload = gr.File(label="Phrase list (optional) 短语列表", file_types=[".json"], type="filepath")
-            with gr.Row():
-                force = gr.Checkbox(False, label="Force: regenerate cached phrases (admin) 强制重新生成")
-                preload_token = gr.Textbox(
-                    label=f"Admin token, to force (only when {token_env} is set)", type="password"
-                )
-            start = gr.Button("Run preload 开始预加载", variant="primary")
-            preload_result = gr.Markdown(elem_id="preload-result")
-            start.click(
-                h.run_preload, inputs=[upload, force, preload_token], outputs=preload_result, api_name="preload"
-            )
-        demo.load(h.refresh_cache, inputs=token, outputs=outputs, api_visibility="private")
-        demo.load(lambda: h.voice_updates()[:2], outputs=[voice, voice_pick], api_visibility="private")
+        gr.Markdown(
+            f"# 语音克隆合成 Voice cloning TTS\n引擎 Engine：{engine_title(service.engine.name)}", elem_id="page-header"
+        )
+        with gr.Tabs():
+            with gr.Tab("合成 Synthesise", id="synth"):
+                voice = _synthesise_tab(h)
+            with gr.Tab("音色 Voices", id="voices"):
+                delete_pick = _voices_tab(h, demo, voice)
+            with gr.Tab("缓存 Cache", id="cache") as cache_tab:
+                _cache_tab(h, demo, cache_tab)
+            with gr.Tab("预加载 Preload", id="preload"):
+                _preload_tab(h)
+        demo.load(lambda: h.voice_updates()[:2], outputs=[voice, delete_pick], api_visibility="private")
     return demo
+
+
+def _synthesise_tab(h: Handlers) -> gr.Dropdown:
+    """The form on the left; the button, the result and its badge on the right (kept in
+    view on wide screens, right under the button on phones); recent results below."""
+    service, engine = h.service, h.service.engine
+    live_ok = live_playback_available()
+    presets = engine.presets()
+    modes = mode_choices(engine.modes)
+    first_mode = "preset" if "preset" in engine.modes else modes[0][1]
+    first_voice = default_voice(presets) if first_mode == "preset" else None
+    first = MODE_FORMS[first_mode]
+    history = gr.State([])
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=340):
+            mode = gr.Radio(modes, value=first_mode, label="模式 Mode", elem_id="mode")
+            steps = gr.Markdown(h.form_note(first_mode, None, first_voice, "", ""), elem_id="mode-steps")
+            voice = gr.Dropdown(
+                voice_choices(service.list_voices()), value=first_voice, label=first.voice_label, elem_id="voice",
+                allow_custom_value=True, render=False,  # custom: voices saved after start are valid from any client
+            )  # fmt: skip
+            prompt_audio = gr.Audio(
+                sources=["upload", "microphone"], type="filepath", elem_id="prompt-audio", render=False,
+                label="参考音频 Prompt audio (3–10 s of one person speaking)", visible=first.prompt_audio,
+            )  # fmt: skip
+            prompt_text = gr.Textbox(
+                label="参考音频文本 Prompt transcript (exactly what the recording says)",
+                elem_id="prompt-text", visible=first.transcript, render=False,
+            )  # fmt: skip
+            text = gr.Textbox(
+                value=sample_text(first_voice), label="合成文本 Text to speak", lines=3, elem_id="tts-text",
+                info="Ctrl+Enter 合成 Synthesise", render=False,
+            )  # fmt: skip
+            style = gr.Textbox(
+                label="风格指令 Style instruction（可选 optional, e.g. 'slow, calm' / '开心'）",
+                elem_id="style", visible=style_used(first_mode, engine.style_modes), render=False,
+            )  # fmt: skip
+            rows, labels = examples(presets, engine.modes)
+            examples_shown = None
+            if rows:
+                examples_shown = gr.Examples(
+                    rows, inputs=[mode, voice, text, style], example_labels=labels, elem_id="examples",
+                    label="示例：点一下即可试听 Examples: one click to hear a voice", examples_per_page=8,
+                )  # fmt: skip
+            for field in (voice, prompt_audio, prompt_text, text, style):
+                field.render()  # below the examples, which need them first
+            with gr.Row():
+                seed = gr.Number(value=0, label=f"随机种子 Seed (0–{MAX_SEED})", elem_id="seed", scale=2)
+                dice = gr.Button("随机 Random", scale=1, min_width=110, elem_id="dice")
+                speed = gr.Number(
+                    value=1.0, step=0.05, label=f"语速 Speed ({MIN_SPEED}–{MAX_SPEED})", elem_id="speed", scale=2
+                )
+            with gr.Row():
+                fmt = gr.Dropdown(list(FORMATS), value="wav", label="格式 Format", elem_id="format")
+                use_cache = gr.Checkbox(value=True, label="使用缓存 Use cache", elem_id="use-cache")
+        with gr.Column(scale=2, min_width=320, elem_id="result-panel"):
+            generate = gr.Button("合成 Synthesise", variant="primary", size="lg", elem_id="generate")
+            message = gr.HTML(elem_id="result-message", js_on_load=None)
+            badge = gr.HTML(elem_id="cache-badge", js_on_load=None)
+            notice = gr.Markdown(visible=False, elem_id="style-notice", elem_classes="ui-notice")
+            live = gr.Audio(
+                streaming=True, autoplay=True, label="实时播放 Live", interactive=False, elem_id="live-audio"
+            ) if live_ok else gr.Markdown(LIVE_NOTICE, elem_id="live-notice")  # fmt: skip
+            output = gr.Audio(
+                type="filepath", label="结果 Result", interactive=False, elem_id="result-audio", buttons=["download"]
+            )
+            details = gr.Markdown(elem_id="result-details")
+    with gr.Accordion("最近结果（本页会话）Recent results in this session", elem_id="history"), gr.Row():
+        players = [
+            gr.Audio(
+                type="filepath", interactive=False, visible=False, elem_id=f"history-{i}", buttons=["download"],
+                min_width=240,
+            )
+            for i in range(HISTORY)
+        ]  # fmt: skip
+
+    form = [mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache]
+
+    def request_chain(trigger: Any, api_name: str | None, *, streamed: bool) -> None:
+        """First clear the result (and list the form's problems), then run: whole, or
+        played live sentence by sentence (``streamed``) into the live player."""
+        shown = [output, badge, details, notice, history]
+        cleared = [output, badge, details, notice, message]
+        run = trigger(
+            h.clear_result_live if live_ok else h.clear_result, inputs=form,
+            outputs=[*cleared, live] if live_ok else cleared,
+            queue=False, show_progress="hidden", api_visibility="private", js=SHOW_RESULT,
+        ).then(
+            h.synthesise_live if streamed else h.synthesise, inputs=[*form, history],
+            outputs=[live, *shown] if streamed else shown, validator=h.validate, show_progress_on=[output],
+            concurrency_limit=4, api_name=api_name, api_visibility="public" if api_name else "private",
+        )  # fmt: skip
+        run.success(h.history_view, inputs=history, outputs=players, api_visibility="private")
+        run.failure(h.failure_view("synth"), outputs=message, api_visibility="private")
+
+    # /synthesise answers the whole result (API clients); the button plays it live when it can.
+    whole = gr.Button(visible=False) if live_ok else generate
+    request_chain(whole.click, "synthesise", streamed=False)
+    if live_ok:
+        request_chain(generate.click, "synthesise_live", streamed=True)
+    request_chain(text.submit, None, streamed=live_ok)  # Shift+Enter in the text box
+    if examples_shown is not None:
+        request_chain(examples_shown.load_input_event.then, None, streamed=live_ok)
+    dice.click(h.roll_seed, outputs=seed, api_visibility="private")
+    note_inputs = [mode, prompt_audio, voice, prompt_text, style]
+    mode.change(
+        h.mode_form, inputs=note_inputs, outputs=[prompt_audio, prompt_text, voice, style, steps],
+        api_visibility="private", show_progress="hidden",
+    )  # fmt: skip
+    # The transcript and style are hidden in the modes that ignore them, so only a mode
+    # change (above), an upload or a voice choice can change what the notes say.
+    for changed in (prompt_audio.change, voice.change):
+        changed(h.form_note, inputs=note_inputs, outputs=steps, api_visibility="private", show_progress="hidden")
+    # Checked as typed: on change, not on blur (a message appearing when the field loses
+    # the focus to a click on Synthesise would move the button away from the click).
+    for field, check in ((seed, h.check_seed), (speed, h.check_speed)):
+        field.change(
+            lambda value: None, inputs=field, validator=check, api_visibility="private", trigger_mode="always_last",
+            show_progress="hidden",
+        )  # fmt: skip
+    return voice
+
+
+def _voices_tab(h: Handlers, demo: gr.Blocks, voice: gr.Dropdown) -> gr.Dropdown:
+    """Save a recording under a name, play every voice, delete saved ones (confirmed)."""
+    token_env = h.service.config.server.admin_token_env
+    version = gr.State(0)
+    gr.Markdown(
+        "**操作步骤 Steps**：① 上传或录制 3–10 秒说话声 Upload or record 3–10 s of speech → ② 填写录音里说的话"
+        "（零样本克隆需要）Type what it says (zero-shot needs it) → ③ 起名并保存 Name it and save. "
+        "已存音色会出现在「合成」页的音色列表中 Saved voices appear in the Synthesise tab."
+    )
+    with gr.Row():
+        with gr.Column(scale=3, min_width=320):
+            new_audio = gr.Audio(
+                sources=["upload", "microphone"], type="filepath", label="要保存的声音 Voice to save (3–10 s)",
+                elem_id="voice-audio",
+            )  # fmt: skip
+            transcript = gr.Textbox(label="录音文本 Transcript of the recording", elem_id="voice-text")
+        with gr.Column(scale=2, min_width=280):
+            name = gr.Textbox(label="音色名称 Voice name", elem_id="voice-name")
+            replace = gr.Checkbox(False, label="替换同名音色（管理员）Replace a voice of this name (admin)")
+            token = gr.Textbox(
+                label=f"管理员令牌 Admin token, to replace or delete (only when {token_env} is set)",
+                type="password", elem_id="voice-token",
+            )  # fmt: skip
+            save = gr.Button("保存音色 Save voice", variant="primary", elem_id="save-voice")
+    message = gr.HTML(elem_id="voice-message", js_on_load=None)
+    sample = gr.Audio(type="filepath", label="试听 Sample", interactive=False, autoplay=True, elem_id="voice-sample")
+
+    @gr.render(inputs=[version, token], triggers=[version.change, demo.load, token.blur])
+    def voice_rows(_version: int, admin_token: str, request: gr.Request) -> None:
+        for i, v in enumerate(h.voices_for(admin_token, request)):  # transcripts for the admin only
+            kind = "预置 preset" if v["kind"] == "preset" else f"已存 saved · {v.get('seconds', '')} s"
+            words = f" · “{v['prompt_text']}”" if v.get("prompt_text") else ""
+            with gr.Row(equal_height=True, elem_classes="voice-row"):
+                gr.Markdown(f"**{v['name']}** · {kind}{words}", elem_id=f"voice-row-{i}")
+                play = gr.Button("▶ 试听 Play", size="sm", scale=0, min_width=110, elem_id=f"play-{i}")
+            played = play.click(h.player(str(v["name"])), outputs=sample, api_visibility="private")
+            played.failure(h.failure_view("voices"), outputs=message, api_visibility="private")
+
+    with gr.Row():
+        pick = gr.Dropdown(
+            [str(v["name"]) for v in h.service.list_voices() if v["kind"] == "saved"], value=None,
+            label="删除已存音色 Delete a saved voice (presets cannot be deleted)", elem_id="delete-pick", scale=3,
+            allow_custom_value=True,
+        )  # fmt: skip
+        delete = gr.Button("删除… Delete…", variant="stop", scale=1, elem_id="delete-voice")
+    with gr.Column(visible=False, variant="panel", elem_id="delete-confirm") as confirm_box:
+        question = gr.HTML(js_on_load=None, elem_id="delete-question")
+        with gr.Row():
+            yes = gr.Button("确认删除 Yes, delete", variant="stop", elem_id="confirm-delete")
+            no = gr.Button("取消 Cancel", elem_id="cancel-delete")
+    outputs = [voice, pick, version, message]
+    saving = save.click(
+        h.save_voice,
+        inputs=[name, new_audio, transcript, replace, token],
+        outputs=outputs,
+        api_name="save_voice",
+        show_progress_on=[message],
+    )
+    saving.failure(h.failure_view("voices"), outputs=message, api_visibility="private")
+    delete.click(h.ask_delete, inputs=pick, outputs=[confirm_box, question, message], api_visibility="private")
+    no.click(lambda: gr.update(visible=False), outputs=confirm_box, api_visibility="private")
+    deleting = yes.click(h.delete_voice, inputs=[pick, token], outputs=[*outputs, confirm_box], api_name="delete_voice")
+    deleting.failure(h.failure_view("voices"), outputs=message, api_visibility="private")
+    return pick
+
+
+def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> None:
+    """Figures, plots and top phrases over a chosen window; export; admin actions."""
+    token_env = h.service.config.server.admin_token_env
+    with gr.Row():
+        window = gr.Dropdown(WINDOWS, value=WINDOWS[0][1], label="时间范围 Window", elem_id="window", scale=3)
+        refresh = gr.Button("刷新 Refresh", scale=1, elem_id="refresh")
+    stats = gr.Markdown(elem_id="cache-stats")
+    with gr.Row():
+        latency = gr.Plot(label="延迟 Latency (ms, 对数刻度 log scale)", elem_id="latency-plot", min_width=320)
+        hit_rate = gr.Plot(label="命中率 Hit rate (%)", elem_id="hit-rate-plot", min_width=320)
+    widths = ["14%", "14%", "50%", "22%"]
+    requested = gr.Dataframe(
+        label="最常请求 Most requested (by text and voice; seeds, styles and speeds added up)",
+        interactive=False, wrap=True, elem_id="top-requested", column_widths=widths, max_height=360,
+    )  # fmt: skip
+    missed = gr.Dataframe(
+        label="最常未命中 Most missed", interactive=False, wrap=True, elem_id="top-missed", column_widths=widths,
+        max_height=360,
+    )  # fmt: skip
+    with gr.Row():
+        export = gr.Button("导出热门短语 Export top phrases as hot_phrases.json", elem_id="export")
+        export_file = gr.File(label="hot_phrases.json", interactive=False, elem_id="export-file", visible=False)
+    export_message = gr.Markdown(elem_id="export-message")
+    with gr.Accordion("管理 Admin", open=False, elem_id="admin"):
+        with gr.Group():
+            confirm = gr.Checkbox(
+                False, label="我已确认：会影响所有用户的缓存 I understand: this changes the cache for everyone",
+                elem_id="admin-confirm",
+            )  # fmt: skip
+            token = gr.Textbox(
+                label=f"管理员令牌 Admin token (only when {token_env} is set; it also shows the phrase tables and "
+                "allows the export, which hold users' texts)",
+                type="password", elem_id="admin-token",
+            )  # fmt: skip
+            tag = gr.Dropdown(
+                [], value=None, label="要清除的模型版本 Model version to evict (as found in the cache)",
+                elem_id="evict-tag", allow_custom_value=True,
+            )  # fmt: skip
+        with gr.Row():
+            clear_btn = gr.Button("清空缓存 Clear all", variant="stop", elem_id="admin-clear")
+            evict_btn = gr.Button("清除此版本 Evict model version", elem_id="admin-evict")
+            sweep_btn = gr.Button("清理过期 Sweep expired", elem_id="admin-sweep")
+            verify_btn = gr.Button("校验 Verify", elem_id="admin-verify")
+        result = gr.HTML(elem_id="admin-result", js_on_load=None)
+    shown = [stats, latency, hit_rate, requested, missed]
+    for trigger in (refresh.click, tab.select, window.change, demo.load, token.blur):
+        trigger(h.refresh_cache, inputs=[window, token], outputs=shown, api_visibility="private")
+    for trigger in (refresh.click, tab.select):
+        trigger(h.evict_choices, outputs=tag, api_visibility="private", show_progress="hidden")
+    gr.Timer(10.0).tick(
+        h.refresh_cache, inputs=[window, token], outputs=shown, api_visibility="private", show_progress="hidden"
+    )
+    for button, action, handler in (
+        (clear_btn, "clear", h.admin_clear), (evict_btn, "evict", h.admin_evict),
+        (sweep_btn, "sweep", h.admin_sweep), (verify_btn, "verify", h.admin_verify),
+    ):  # fmt: skip
+        done = button.click(
+            lambda: "", outputs=result, queue=False, show_progress="hidden", api_visibility="private"
+        ).then(
+            handler, inputs=[confirm, token, tag], outputs=[result, confirm], api_name=f"admin_{action}",
+            show_progress_on=[result],  # an error never lies over the confirmation box
+        )  # fmt: skip
+        done.failure(h.failure_view("admin"), outputs=result, api_visibility="private")
+        done.success(h.refresh_cache, inputs=[window, token], outputs=shown, api_visibility="private").then(
+            h.evict_choices, outputs=tag, api_visibility="private", show_progress="hidden"
+        )
+    exporting = export.click(
+        h.export_top, inputs=token, outputs=[export_file, export_message], api_name="export_phrases",
+        show_progress_on=[export_message],
+    )  # fmt: skip
+    exporting.success(
+        lambda path: gr.update(visible=bool(path)), inputs=export_file, outputs=export_file, api_visibility="private"
+    )
+    exporting.failure(h.failure_view("export"), outputs=export_message, api_visibility="private")
+
+
+def _preload_tab(h: Handlers) -> None:
+    shipped = h.phrases_path.name
+    gr.Markdown(
+        f"把短语列表预先合成进缓存，已缓存的会跳过；不上传时使用自带的 `{shipped}`。 Run a hot-phrase list "
+        f"through the cache; cached phrases are skipped. Without an upload the shipped list `{shipped}` is used."
+    )
+    upload = gr.File(label="短语列表（可选）Phrase list (optional)", file_types=[".json"], type="filepath")
+    with gr.Row():
+        force = gr.Checkbox(False, label="强制重新生成已缓存的短语（管理员）Force: regenerate cached phrases (admin)")
+        token = gr.Textbox(
+            label=f"管理员令牌 Admin token, to force (only when {h.service.config.server.admin_token_env} is set)",
+            type="password", elem_id="preload-token",
+        )  # fmt: skip
+    start = gr.Button("开始预加载 Run preload", variant="primary", elem_id="run-preload")
+    result = gr.Markdown(elem_id="preload-result")
+    error = gr.HTML(elem_id="preload-error", js_on_load=None)
+    running = start.click(
+        lambda: ("", ""), outputs=[result, error], queue=False, show_progress="hidden", api_visibility="private"
+    ).then(h.run_preload, inputs=[upload, force, token], outputs=result, api_name="preload")
+    running.failure(h.failure_view("preload"), outputs=error, api_visibility="private")
 
 
 def create_app(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> FastAPI:
@@ -193,7 +365,9 @@ def create_app(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
 
     def mount() -> FastAPI:
         demo = build_demo(service, phrases_path=phrases_path)
-        mounted: FastAPI = gr.mount_gradio_app(app, demo, path="/", css=_CSS, footer_links=["api"])
+        mounted: FastAPI = gr.mount_gradio_app(
+            app, demo, path="/", theme=theme(), css=CSS, js=JS, footer_links=["api"]
+        )  # fmt: skip
         return mounted
 
     async def mount_in_a_loop() -> FastAPI:

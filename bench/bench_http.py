@@ -143,7 +143,8 @@ def compare_bare(port: int, steps: list[tuple[str, bytes]], clip: bytes, args: a
             a, b = statistics.median(ours), statistics.median(floor)
             print(f"{name:28} {clients:7d} {measure:>8} {a:9.2f} {b:9.2f} {a / b:9.2f}")
             if args.json:
-                print(json.dumps({"endpoint": name, "clients": clients, "measure": measure, "app": ours, "bare": floor}))
+                row = {"endpoint": name, "clients": clients, "measure": measure, "app": ours, "bare": floor}
+                print(json.dumps(row))
         return 0
     finally:
         bare.terminate()

@@ -64,6 +64,12 @@ class Dashboard:
         )  # fmt: skip
         return snap
 
+    def tags(self) -> list[tuple[str, int]]:
+        """The model versions (cache tags) present on disk with their entry counts,
+        most entries first: what an operator may evict."""
+        counts = self.tiers.store.tags()
+        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
     def health(self, cache_dir: str) -> dict[str, Any]:
         """The truth about every store: ``status`` is "degraded", with one reason per
         problem, while any of them is unusable (requests are still served, from what

@@ -40,7 +40,7 @@ class Recorder:
         label = result.cache.lower()
         saved = float(result.audio.meta.get("engine_seconds", 0.0)) if result.cache == "HIT" else 0.0
         self.stats.record(
-            label, seconds, key=result.key, phrase=self.phrase(r), origin=r.origin, saved_ms=saved * 1e3
+            label, seconds, key=result.key, phrase=self.phrase(r, request), origin=r.origin, saved_ms=saved * 1e3
         )
         if saved:
             self.metrics.engine_seconds_saved.inc(saved)
@@ -72,14 +72,19 @@ class Recorder:
         self.stats.add("streams")
         self.stats.add("first_audio_ms", seconds * 1e3)
 
-    def phrase(self, r: Resolved) -> Phrase | None:
+    def phrase(self, r: Resolved, request: AnyRequest | None = None) -> Phrase | None:
         """What the statistics may remember of ``r``: nothing of a request whose caller
         asked for no trace (bypass, ``store=false``), when texts are not kept, or of a
-        conversion (its "text" is the source recording's fingerprint)."""
+        conversion (its "text" is the source recording's fingerprint). The text and
+        style are the caller's, exactly as typed (the key's normalised text would
+        rewrite their punctuation and spaces in an export)."""
         if not (r.use_cache and r.store and self.config.cache.store_text) or r.source is not None:
             return None
         f = r.fields
-        return Phrase(f.text, r.voice_name, f.voice, f.style, f.seed, f.speed, f.mode)
+        typed, typed_style = getattr(request, "text", None), getattr(request, "style", None)
+        text = typed if isinstance(typed, str) else f.text
+        style = typed_style if f.style and isinstance(typed_style, str) else f.style
+        return Phrase(text, r.voice_name, f.voice, style, f.seed, f.speed, f.mode)
 
 
 def _origin(request: AnyRequest) -> str:

@@ -58,6 +58,9 @@ class Stats:
 
     def __init__(self, store: DiskHandle | None, *, max_phrases: int = 1000, flush_every: float = 2.0) -> None:
         self._lock = threading.Lock()
+        self._flushing = threading.Lock()
+        """Held by a flush and by a snapshot: a snapshot never sees counts that a flush has
+        taken from memory but not yet written to the store (they would be missing)."""
         self._store = store
         self.max_phrases = max_phrases
         self._since_start: Counter[str] = Counter()
@@ -139,6 +142,10 @@ class Stats:
     def snapshot(self, top: int = 20) -> dict[str, Any]:
         """Counters since start and in total, hit rates, and the ``top`` most requested
         and most missed phrases (``top=0``: none, and no text leaves this method)."""
+        with self._flushing:
+            return self._snapshot(top)
+
+    def _snapshot(self, top: int) -> dict[str, Any]:
         persisted: dict[str, Any] = {}
         if self._store is not None:
             with self._store.using("stats") as cache:
@@ -183,6 +190,10 @@ class Stats:
         """Fold pending counts into the persistent store (kept in memory while it fails)."""
         if self._store is None:
             return
+        with self._flushing:
+            self._flush(self._store)
+
+    def _flush(self, store: DiskHandle) -> None:
         with self._lock:
             if not self._pending and not self._requested:
                 return
@@ -191,7 +202,7 @@ class Stats:
             missed, self._missed = self._missed, Counter()
             phrases, self._phrases = self._phrases, {}
         done = False
-        with self._store.using("stats", write=True) as cache:
+        with store.using("stats", write=True) as cache:
             if cache is not None:
                 with cache.transact():
                     for name, n in pending.items():

@@ -39,7 +39,10 @@ def free_port() -> int:
 @contextlib.contextmanager
 def serving(app: Any, port: int) -> Iterator[str]:
     """Run an ASGI ``app`` with uvicorn on ``127.0.0.1:port`` in a thread; yield its URL."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    # A page or gradio_client with session state holds a heartbeat stream open; do not
+    # wait for it at shutdown (uvicorn would wait for every open connection).
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

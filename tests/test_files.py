@@ -137,8 +137,8 @@ def test_ui_results_and_exports_stay_in_the_private_directory_and_go_on_close(
     handlers = Handlers(service, tmp_path / "hot.json")
     paths = []
     for fmt in ("wav", "mp3", "ogg"):
-        path, _, _ = handlers.synthesise("preset", None, "tone-low", "", "Now boarding.", "", 0, 1.0, fmt, True,
-                                         progress=lambda *a, **k: None)  # fmt: skip
+        path, *_ = handlers.synthesise("preset", None, "tone-low", "", "Now boarding.", "", 0, 1.0, fmt, True, [],
+                                       None, progress=lambda *a, **k: None)  # type: ignore[arg-type]  # fmt: skip
         paths.append(Path(path))
     for _ in range(3):
         export, _ = handlers.export_top("t", None)  # type: ignore[arg-type]

@@ -1,12 +1,13 @@
 """The web UI driven through its Gradio API with ``gradio_client``, against the real app
 (UI and HTTP API on one port) served by uvicorn on a free loopback port; tone engine,
-cache under ``tmp_path``."""
+cache under ``tmp_path``. What the operator sees in a browser is in test_browser.py."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,11 +21,11 @@ from gradio_client import Client, handle_file
 
 import webui
 from lib.config import load_config
-from lib.errors import ValidationError
+from lib.errors import EngineError, ValidationError
 from lib.phrases import load_phrases
 from lib.request import TTSRequest
 from lib.service import TTSService
-from lib.ui.views import hit_rate_frame
+from lib.ui.plots import hit_rate_plot, window_rate
 
 
 @pytest.fixture
@@ -50,14 +51,16 @@ def client(service: TTSService, free_port: int, tmp_path: Path) -> Iterator[Clie
         yield Client(url, verbose=False, download_files=str(tmp_path / "downloads"))
 
 
+_FORM: dict[str, Any] = {
+    "mode": "preset", "prompt_audio": None, "voice": "tone-low", "prompt_text": "",
+    "text": "请A023号顾客到3号窗口办理业务", "style": "", "seed": 0, "speed": 1.0, "fmt": "wav", "use_cache": True,
+}  # fmt: skip
+
+
 def _synth(client: Client, **over: Any) -> tuple[str, str, str]:
-    form: dict[str, Any] = {
-        "mode": "preset", "prompt_audio": None, "voice": "tone-low", "prompt_text": "",
-        "text": "请A023号顾客到3号窗口办理业务", "style": "", "seed": 0, "speed": 1.0, "fmt": "wav", "use_cache": True,
-    }  # fmt: skip
-    form.update(over)
-    result: tuple[str, str, str] = client.predict(*form.values(), api_name="/synthesise")
-    return result
+    """(audio path, badge HTML, details Markdown) of one request through the UI's API."""
+    audio, badge, details, _notice = client.predict(*{**_FORM, **over}.values(), api_name="/synthesise")
+    return audio, badge, details
 
 
 def _md5(path: str) -> str:
@@ -86,60 +89,121 @@ def test_use_cache_off_is_bypass_and_formats_are_served(client: Client) -> None:
 
 
 def test_validation_error_stops_the_request_with_a_fix(client: Client, service: TTSService, testdata_dir: Path) -> None:
+    """Each refusal is the API's rule, in Chinese and English, naming the field by its
+    label in the form; nothing reaches the engine (seed 1.5 and speed 3 are not rounded)."""
     prompt = handle_file(str(testdata_dir / "zh_female_prompt.wav"))
-    with pytest.raises(Exception, match="zero_shot mode needs the transcript"):
-        _synth(client, mode="zero_shot", voice=None, prompt_audio=prompt)
-    with pytest.raises(Exception, match="clones a prompt voice; upload prompt audio"):
-        _synth(client, mode="zero_shot", voice="tone-low")
-    with pytest.raises(Exception, match="instruct mode needs a style instruction"):
-        _synth(client, mode="instruct")
-    with pytest.raises(Exception, match="pick a preset or saved voice"):
-        _synth(client, voice=None)
+    cases: list[tuple[dict[str, Any], str, str]] = [
+        ({"mode": "zero_shot", "voice": None, "prompt_audio": prompt}, "参考音频文本 Prompt transcript：零样本克隆需要",
+         "needs the transcript of the prompt audio"),
+        ({"mode": "zero_shot", "voice": "tone-low"}, "参考音频 Prompt audio：克隆模式需要参考音频",
+         "upload prompt audio or pick a saved voice"),
+        ({"mode": "instruct"}, "风格指令 Style：指令控制需要风格指令", "needs a style instruction"),
+        ({"voice": None}, "音色 Voice：请从列表中选择", "pick a preset or saved voice"),
+        ({"seed": 1.5}, "随机种子 Seed：须为 0 到 4294967295 的整数", "a whole number from 0 to 4294967295, got 1.5"),
+        ({"seed": -1}, "随机种子 Seed：-1 超出范围", "use 0 to 4294967295"),
+        ({"speed": 3}, "语速 Speed：3 超出范围，请填 0.5 到 2.0", "3 is out of range; use 0.5 to 2.0"),
+        ({"text": ""}, "合成文本 Text to speak：为空", "type the words to speak"),
+    ]  # fmt: skip
+    for form, chinese, english in cases:
+        with pytest.raises(Exception, match="failed validation") as refused:
+            _synth(client, **form)
+        shown = str(refused.value).split("\n- ", 1)[1].split(": ", 1)[1]  # after Gradio's "- <parameter>: "
+        assert chinese in shown and english in shown, form
+        assert not re.search(r"prompt_text|prompt_audio|zero_shot|cross_lingual", shown), shown
     assert service.engine.calls == 0  # type: ignore[attr-defined]
+
+
+def test_engine_failure_is_a_bilingual_error_and_not_cached(client: Client, service: TTSService) -> None:
+    service.engine.fail = EngineError("the engine fell over")  # type: ignore[attr-defined]
+    with pytest.raises(Exception, match="合成失败，未缓存任何内容 — the engine fell over"):
+        _synth(client, text="会失败的一句话")
+    service.engine.fail = None  # type: ignore[attr-defined]
+    _, badge, _ = _synth(client, text="会失败的一句话")
+    assert 'data-cache="MISS"' in badge
+
+
+def test_download_name_says_what_the_file_is(client: Client) -> None:
+    audio, _, details = _synth(client, text="请A023号顾客到3号窗口办理业务。", seed=7, fmt="mp3")
+    key = details.split("`")[1]
+    assert Path(audio).name == f"tone-low_请A023号顾客到3号窗口办理业务_seed7_{key[:6]}.mp3"
+    assert Path(audio).name in details
 
 
 def test_save_voice_then_synthesise_in_it_then_delete(client: Client, service: TTSService, testdata_dir: Path) -> None:
     prompt = handle_file(str(testdata_dir / "male_prompt.wav"))
-    client.predict("desk", prompt, "", False, "", api_name="/save_voice")
+    *_, message = client.predict("desk", prompt, "", False, "", api_name="/save_voice")
+    assert "已保存音色「desk」" in message and "Saved the voice 'desk'" in message
     assert "desk" in [v["name"] for v in service.list_voices() if v["kind"] == "saved"]
     _, badge, _ = _synth(client, mode="cross_lingual", voice="desk", text="Customer A023, counter 3.")
     assert 'data-cache="MISS"' in badge
     client.predict("desk", "", api_name="/delete_voice")
     assert "desk" not in [v["name"] for v in service.list_voices()]
-    with pytest.raises(Exception, match="no saved voice named"):
+    with pytest.raises(Exception, match="没有名为「desk」的已存音色 — no saved voice named 'desk'"):
         client.predict("desk", "", api_name="/delete_voice")
+
+
+def test_saving_over_a_name_is_refused_unless_the_admin_replaces(
+    client: Client, service: TTSService, testdata_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = (handle_file(str(testdata_dir / f)) for f in ("male_prompt.wav", "zh_female_prompt.wav"))
+    client.predict("desk", first, "", False, "", api_name="/save_voice")
+
+    def fingerprint() -> str:
+        return str(next(v["fingerprint"] for v in service.list_voices() if v["name"] == "desk"))
+
+    before = fingerprint()
+    with pytest.raises(Exception, match="音色名称 Voice name：「desk」已被使用"):
+        client.predict("desk", second, "", False, "", api_name="/save_voice")
+    monkeypatch.setenv(service.config.server.admin_token_env, "s3cret")
+    with pytest.raises(Exception, match="管理员令牌不正确"):
+        client.predict("desk", second, "", True, "wrong", api_name="/save_voice")
+    assert fingerprint() == before
+    client.predict("desk", second, "希望你以后能够做的比我还好呦。", True, "s3cret", api_name="/save_voice")
+    assert fingerprint() != before
+
+
+def test_presets_cannot_be_deleted(client: Client, service: TTSService) -> None:
+    with pytest.raises(Exception, match="预置音色不能删除 — voice 'tone-low' is a preset voice"):
+        client.predict("tone-low", "", api_name="/delete_voice")
+    assert "tone-low" in [v["name"] for v in service.list_voices()]
 
 
 def test_admin_actions_need_confirmation(client: Client, service: TTSService) -> None:
     _synth(client)
     service.flush()
     assert service.snapshot()["entries"] == 1
-    with pytest.raises(Exception, match="I understand"):
-        client.predict(False, "", "", api_name="/admin_clear")
+    with pytest.raises(Exception, match="请先勾选「我已确认」"):
+        client.predict(False, "", None, api_name="/admin_clear")
     assert service.snapshot()["entries"] == 1
-    message, confirmed = client.predict(True, "", "", api_name="/admin_clear")
-    assert '"removed": 1' in message and confirmed is False
+    message, confirmed = client.predict(True, "", None, api_name="/admin_clear")
+    assert "已清空缓存：删除 1 条" in message and "Cleared the cache: 1 entry removed" in message
+    assert confirmed is False  # the box is unticked after every action
     assert service.snapshot()["entries"] == 0
-    message, _ = client.predict(True, "", "", api_name="/admin_verify")
-    assert '"corrupt_removed": 0' in message
+    message, _ = client.predict(True, "", None, api_name="/admin_verify")
+    assert "Checked 0 entries, removed 0 corrupt" in message and "{" not in message
 
 
 def test_admin_token_is_required_when_configured(
     client: Client, service: TTSService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(service.config.server.admin_token_env, "s3cret")
-    with pytest.raises(Exception, match="admin token"):
-        client.predict(True, "wrong", "", api_name="/admin_sweep")
-    message, _ = client.predict(True, "s3cret", "", api_name="/admin_sweep")
-    assert "expired_removed" in message
+    with pytest.raises(Exception, match="管理员令牌不正确 — the admin token is wrong"):
+        client.predict(True, "wrong", None, api_name="/admin_sweep")
+    message, _ = client.predict(True, "s3cret", None, api_name="/admin_sweep")
+    assert "Removed 0 expired entries" in message
 
 
-def test_evict_model_version_removes_its_entries(client: Client, service: TTSService) -> None:
+def test_evict_chooses_a_model_version_present_in_the_cache(client: Client, service: TTSService) -> None:
     _synth(client)
     _synth(client, seed=1)
     service.flush()
+    assert service.dashboard.tags() == [(service.tag, 2)]
+    with pytest.raises(Exception, match="请从列表中选择要清除的模型版本"):
+        client.predict(True, "", None, api_name="/admin_evict")  # nothing chosen: nothing evicted
+    assert service.snapshot()["entries"] == 2
     message, _ = client.predict(True, "", service.tag, api_name="/admin_evict")
-    assert '"removed": 2' in message
+    assert f"Removed 2 entries of model version `{service.tag}`" in message
+    assert service.dashboard.tags() == []
     _, badge, _ = _synth(client)
     assert 'data-cache="MISS"' in badge
 
@@ -149,6 +213,7 @@ def test_export_top_phrases_is_a_valid_phrase_file(client: Client, tmp_path: Pat
         _synth(client, text="欢迎光临")
     _synth(client, text="Mind the gap", voice="tone-high")
     _synth(client, text="seeded, with its punctuation kept exactly!", seed=9, speed=1.25)
+    _synth(client, text="下一站，人民广场。  请从左侧车门下车！", style="慢一点，开心")
     prompt = handle_file(str(testdata_dir / "male_prompt.wav"))
     _synth(client, mode="cross_lingual", voice=None, prompt_audio=prompt, text="in an uploaded voice")
     path, message = client.predict("", api_name="/export_phrases")
@@ -157,12 +222,18 @@ def test_export_top_phrases_is_a_valid_phrase_file(client: Client, tmp_path: Pat
     assert {"text": "seeded, with its punctuation kept exactly!", "voice": "tone-low", "seed": 9, "speed": 1.25} in (
         document["phrases"]
     )
+    # The operator's text and style exactly as typed (not the key's folded "下一站,人民广场。 请…!").
+    assert {"text": "下一站，人民广场。  请从左侧车门下车！", "voice": "tone-low", "style": "慢一点，开心"} in (
+        document["phrases"]
+    )
     assert {p["text"] for p in document["phrases"]} == {
-        "欢迎光临", "Mind the gap", "seeded, with its punctuation kept exactly!"
+        "欢迎光临", "Mind the gap", "seeded, with its punctuation kept exactly!",
+        "下一站，人民广场。  请从左侧车门下车！",
     }  # fmt: skip
     assert document["voices"] == {"tone-low": {"preset": "tone-low"}, "tone-high": {"preset": "tone-high"}}
     assert "'in an uploaded voice' was spoken in an uploaded recording that is not a saved voice" in message
-    assert len(load_phrases(path)) == 3
+    assert "已导出 4 条短语 Exported 4 phrases" in message and "请先在「音色」页保存" in message
+    assert len(load_phrases(path)) == 4
 
 
 def test_preload_tab_fills_the_cache(client: Client, service: TTSService) -> None:
@@ -172,6 +243,16 @@ def test_preload_tab_fills_the_cache(client: Client, service: TTSService) -> Non
     assert "preload: 3 phrases, 0 generated, 3 already cached, 0 failed" in second
     hit = service.synthesise(TTSRequest(text="欢迎光临", voice="tone-low", seed=2))
     assert hit.cache == "HIT"
+
+
+def test_a_bad_phrase_file_is_named_by_its_name_not_its_server_path(client: Client, tmp_path: Path) -> None:
+    bad = tmp_path / "my phrases.json"
+    bad.write_text('{"voices": {"a": "tone-low"}, "phrases": [{"text": "hi", "voice": "b"}]}', encoding="utf-8")
+    with pytest.raises(Exception) as refused:
+        client.predict(handle_file(str(bad)), False, "", api_name="/preload")
+    message = str(refused.value)
+    assert message.startswith("短语列表有误 — my phrases.json: phrases[0]"), message
+    assert "/tmp" not in message and "gradio" not in message and str(tmp_path) not in message
 
 
 def test_ui_and_api_share_one_port(client: Client) -> None:
@@ -197,10 +278,18 @@ def test_build_request_maps_modes_to_voice_fields() -> None:
         webui.build_request("instruct", None, None, **args)  # type: ignore[arg-type]
 
 
-def test_hit_rate_frame_is_a_rolling_rate() -> None:
-    samples = [(1.0, "miss", 0.1), (2.0, "hit", 0.001), (3.0, "bypass", 0.1), (4.0, "hit", 0.001)]
-    frame = hit_rate_frame(samples, window=2)
-    assert list(frame["hit_rate"]) == [0.0, 50.0, 100.0]
+def test_hit_rate_over_a_chosen_window_counts_user_lookups_only() -> None:
+    now = 10_000.0
+    samples = [(now - 3000, "miss", 1.0), (now - 100, "miss", 1.0), (now - 50, "bypass", 1.0),
+               (now - 40, "hit", 0.001), (now - 30, "hit", 0.001), (now - 20, "error", 0.1)]  # fmt: skip
+    assert window_rate(samples, 900, now) == (2 / 3, 3)
+    assert window_rate(samples, 3600, now) == (0.5, 4)
+    assert window_rate(samples, 10, now) == (0.0, 0)
+    plot = hit_rate_plot(samples, 900, now, bins=30)  # 30 s slices
+    assert plot is not None
+    spec = json.loads(plot.plot)
+    assert [(v["rate"], v["n"]) for v in spec["data"]["values"]] == [(0.0, 1), (100.0, 1), (100.0, 1)]
+    assert spec["encoding"]["y"]["scale"]["domain"] == [0, 100]
 
 
 def test_importing_webui_has_no_side_effects(tmp_path: Path) -> None:
@@ -245,8 +334,8 @@ def test_preloaded_template_answers_composed_with_its_badge(client: Client, tmp_
     # 请, 号顾客到, 号窗口, A-C and 零-九 (一 and 二 are the window numbers too): 16 pieces
     assert "preload: 16 phrases, 16 generated" in report and "1 template(s) active" in report
     _, badge, details = _synth(client, text="请B207号顾客到2号窗口")
-    assert 'data-cache="COMPOSED"' in badge and "#1d4ed8" in badge
-    assert '"segments_synthesised": 0' in details
+    assert 'data-cache="COMPOSED"' in badge and "#1d4ed8" in badge and "由模板的缓存片段拼接" in badge
+    assert "0 合成 synthesised)" in details  # every piece was in the cache
 
 
 def test_live_synthesis_plays_each_sentence_before_the_whole(client: Client, service: TTSService) -> None:
@@ -254,11 +343,7 @@ def test_live_synthesis_plays_each_sentence_before_the_whole(client: Client, ser
         if os.environ.get("CI"):
             pytest.fail("ffmpeg is missing; .ci/run installs it with apt-get install ffmpeg")
         pytest.skip("the live player needs ffmpeg (apt-get install ffmpeg); CI runs this test")
-    form: dict[str, Any] = {
-        "mode": "preset", "prompt_audio": None, "voice": "tone-low", "prompt_text": "",
-        "text": "第一句话在这里。第二句话也在这里。第三句话还在这里。", "style": "", "seed": 0, "speed": 1.0,
-        "fmt": "wav", "use_cache": True,
-    }  # fmt: skip
+    form = {**_FORM, "text": "第一句话在这里。第二句话也在这里。第三句话还在这里。"}
     job = client.submit(*form.values(), api_name="/synthesise_live")
     updates = list(job)
     live = [u for u in updates if isinstance(u[0], str)]

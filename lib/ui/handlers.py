@@ -1,43 +1,58 @@
-"""The web UI's event handlers: each turns form values into one call to the service and
-its answer into component values. Errors become ``gr.Error`` here, once.
-
-Who the caller is (admin or not) is decided by the service's access policy from the
-client's address and the admin token typed in the form (:mod:`lib.access`).
+"""The Synthesise and Voices tabs' event handlers: each turns form values into one call
+to the service and its answer into component values. Field problems of the Synthesise
+form are shown at the fields by the event's validator (:meth:`Handlers.validate`), the
+others in place (:mod:`lib.ui.base`). The Cache and Preload tabs: :mod:`lib.ui.cache_handlers`.
 """
 
 from __future__ import annotations
 
-import json
-import logging
+import html
 import random
 import shutil
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
-import pandas as pd
 
-from lib.access import Caller
 from lib.audio import encode, wav_bytes
-from lib.errors import TTSError, ValidationError
-from lib.export import export_phrases
-from lib.phrases import PhraseRules, expand, load_phrases
-from lib.preload import PreloadReport, preload
+from lib.errors import TTSError
 from lib.request import TTSRequest
 from lib.results import SynthesisResult
-from lib.service import TTSService
-from lib.templates import load_templates
-from lib.textnorm import cut_fields
-from lib.ui.views import badge_html, hit_rate_frame, latency_frame, stats_markdown, top_frame
-from lib.validate import MAX_SEED
+from lib.ui.base import error_html
+from lib.ui.cache_handlers import CacheHandlers
+from lib.ui.forms import (
+    FORM_FIELDS,
+    MODE_FORMS,
+    build_request,
+    default_voice,
+    form_errors,
+    form_note,
+    style_used,
+    voice_choices,
+)
+from lib.ui.messages import explain
+from lib.ui.views import (
+    HistoryItem,
+    badge_html,
+    details_markdown,
+    download_name,
+    history_label,
+    style_notice,
+)
+from lib.validate import MAX_SEED, check_seed, check_speed
 
-__all__ = ["LIVE_NOTICE", "MODE_CHOICES", "Handlers", "build_request", "live_playback_available"]
+__all__ = ["HISTORY", "LIVE_NOTICE", "Handlers", "error_html", "live_playback_available"]
+
+HISTORY = 5
+"""Recent results kept per browser session."""
 
 #: Shown instead of the live player when ffmpeg is missing.
 LIVE_NOTICE = (
-    "Results play when they are complete. To hear them while they are made (边合成边播放), "
-    "install ffmpeg (`apt-get install ffmpeg`) and restart: Gradio encodes the live stream with it."
+    "结果合成完毕后播放。要边合成边播放，请安装 ffmpeg（`apt-get install ffmpeg`）并重启。 Results play when "
+    "they are complete. To hear them while they are made, install ffmpeg and restart: Gradio encodes the live "
+    "stream with it."
 )
 
 
@@ -45,250 +60,218 @@ def live_playback_available() -> bool:
     """Gradio's streaming audio output encodes with the ffmpeg program."""
     return shutil.which("ffmpeg") is not None
 
-_LOGGER = logging.getLogger(__name__)
 
-#: (label, value): handlers receive the value, never the label text.
-MODE_CHOICES = [
-    ("零样本克隆 Zero-shot clone (prompt audio + its transcript)", "zero_shot"),
-    ("跨语种克隆 Cross-lingual clone (prompt audio, no transcript)", "cross_lingual"),
-    ("指令控制 Instruct (voice + style instruction)", "instruct"),
-    ("预置/已存音色 Preset or saved voice", "preset"),
-]
+def _verdict(check: Callable[[], object]) -> dict[str, Any]:
+    try:
+        check()
+    except TTSError as exc:
+        return gr.validate(False, str(explain(exc)))  # type: ignore[no-any-return]
+    return gr.validate(True, "")  # type: ignore[no-any-return]
 
 
-def build_request(
-    mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, text: str, style: str,
-    seed: float | None, speed: float, fmt: str, use_cache: bool,
-) -> TTSRequest:  # fmt: skip
-    """Turn the form into a request. Which voice fields count depends on the mode: a
-    preset or saved voice in ``preset`` mode; otherwise the prompt audio, or a voice
-    from the dropdown when no audio is given."""
-    if seed is None or float(seed) != int(seed):
-        raise ValidationError(f"seed: must be a whole number from 0 to {MAX_SEED}")
-    if mode not in {value for _, value in MODE_CHOICES}:
-        raise ValidationError("mode: pick one of the four modes")
-    voice = (voice or "").strip() or None
-    if mode == "preset":
-        if voice is None:
-            raise ValidationError("voice: pick a preset or saved voice from the dropdown (音色)")
-        prompt_audio = None
-    elif prompt_audio:
-        voice = None
-    elif voice is None:
-        raise ValidationError("prompt audio: upload or record a prompt (参考音频), or pick a saved voice")
-    return TTSRequest(
-        text=text or "", prompt_audio=prompt_audio, voice=voice,
-        prompt_text=(prompt_text or "") if mode == "zero_shot" else "",
-        style=style or "", seed=int(seed), speed=float(speed), mode=mode, format=fmt, use_cache=bool(use_cache),
-    )  # fmt: skip
-
-
-class Handlers:
-    """The handlers of one UI over one service."""
-
-    def __init__(self, service: TTSService, phrases_path: Path) -> None:
-        self.service = service
-        self.phrases_path = phrases_path
-
-    def caller(self, request: gr.Request | None, token: str | None = None) -> Caller:
-        host = request.client.host if request is not None and request.client else None
-        return self.service.access.caller(origin="ui", client_host=host, token=token)
+class Handlers(CacheHandlers):
+    """The handlers of one UI over one service (every tab)."""
 
     # -- synthesise ----------------------------------------------------------------------
 
+    def clear_result(self, *form: Any) -> tuple[None, str, str, Any, str]:
+        """The first step of a request: the result area shows nothing of the last one,
+        and, when the form has problems, all of them (the fields may be out of view)."""
+        errors = form_errors(self.service, form[: len(FORM_FIELDS)]) if form else {}
+        message = ""
+        if errors:
+            message = error_html(["请修正以下输入 Please fix:", *(str(m) for m in errors.values())])
+        return None, "", "", gr.update(value="", visible=False), message
+
+    def clear_result_live(self, *form: Any) -> tuple[Any, ...]:
+        """:meth:`clear_result`, and the live player emptied too."""
+        return (*self.clear_result(*form), None)
+
+    def validate(self, *values: Any) -> list[dict[str, Any]]:
+        """The Synthesise event's validator: a verdict per input (the form fields, then
+        the history state), with the API's rules."""
+        errors = form_errors(self.service, values[: len(FORM_FIELDS)])
+        verdicts = [gr.validate(name not in errors, str(errors.get(name, ""))) for name in FORM_FIELDS]
+        return verdicts + [gr.validate(True, "") for _ in values[len(FORM_FIELDS) :]]
+
     def synthesise(
         self, mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, text: str, style: str,
-        seed: float | None, speed: float, fmt: str, use_cache: bool,
-        progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio injects it by this default
-    ) -> tuple[str, str, str]:  # fmt: skip
-        progress(0.1, desc="Synthesising 合成中…")
+        seed: Any, speed: Any, fmt: str, use_cache: bool, history: list[HistoryItem] | None,
+        request: gr.Request, progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio injects it by this default
+    ) -> tuple[str, str, str, Any, list[HistoryItem]]:  # fmt: skip
+        """The whole result at once (``/synthesise``, and the button without ffmpeg)."""
+        progress(0.1, desc="合成中 Synthesising…")
         try:
-            request = build_request(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
-            result = self.service.synthesise(request)
-            path = self._file(result, fmt)
+            req = build_request(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
+            result = self.service.synthesise(req)
+            name, path = self._file(req, result, fmt)
         except TTSError as exc:
-            raise gr.Error(str(exc)) from exc
-        return path, badge_html(result.cache), self._details(result)
+            self.fail("synth", request, explain(exc, paths=[prompt_audio]))
+        return self._shown(req, result, name, path, history)
 
     def synthesise_live(
         self, mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, text: str, style: str,
-        seed: float | None, speed: float, fmt: str, use_cache: bool,
-    ) -> Iterator[tuple[Any, Any, str, str]]:  # fmt: skip
+        seed: Any, speed: Any, fmt: str, use_cache: bool, history: list[HistoryItem] | None, request: gr.Request,
+        progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio injects it by this default
+    ) -> Iterator[tuple[Any, ...]]:  # fmt: skip
         """Like :meth:`synthesise`, but the live player gets each sentence as soon as it
         exists; the result player gets the whole file at the end. Leaving the page does
         not stop the synthesis: the result is still cached."""
+        progress(0.1, desc="合成中 Synthesising…")
         try:
-            request = build_request(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
-            answer = self.service.stream(request)
+            req = build_request(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
+            answer = self.service.stream(req)
             badge = badge_html(answer.cache)
             for pcm in answer.chunks:
-                yield wav_bytes(pcm, answer.sample_rate), gr.skip(), badge, "Generating 生成中…"
+                chunk = wav_bytes(pcm, answer.sample_rate)
+                yield chunk, gr.skip(), badge, "生成中 Generating…", gr.skip(), gr.skip()
             result = answer.result()
-            path = self._file(result, fmt)
+            name, path = self._file(req, result, fmt)
         except TTSError as exc:
-            raise gr.Error(str(exc)) from exc
-        yield gr.skip(), path, badge_html(result.cache), self._details(result)
+            self.fail("synth", request, explain(exc, paths=[prompt_audio]))
+        yield gr.skip(), *self._shown(req, result, name, path, history)
 
-    def _file(self, result: SynthesisResult, fmt: str) -> str:
+    def _file(self, req: TTSRequest, result: SynthesisResult, fmt: str) -> tuple[str, Path]:
+        """The result as a private file named by what it is (voice, text, seed)."""
+        name = download_name(req.voice or "", req.text, req.seed, result.key, fmt)
         if fmt == "wav":
-            return str(result.path)
-        if result.cache == "COMPOSED":
+            data = result.wav
+        elif result.cache == "COMPOSED":
             # Not the entry stored under this key (a refined one may be): never keep its transcode.
             data = encode(result.audio.pcm, result.sample_rate, fmt)
         else:
             data = self.service.audio_bytes(result.audio, fmt)
-        return str(self.service.files.write(f"{result.key}.{fmt}", data))
+        return name, self.service.files.write(name, data)
 
     @staticmethod
-    def _details(result: SynthesisResult) -> str:
-        t = result.timings
-        details = (
-            f"**Key 键**: `{result.key}`  \n**Time 用时**: {t.get('total', 0):.1f} ms"
-            + (f" (engine {t['engine']:.1f} ms)" if "engine" in t else "")
-            + f"  \n**Audio 音频**: {result.duration:.2f} s at {result.sample_rate} Hz"
-        )
-        notes = {k: v for k, v in result.info.items() if v not in ([], "", None)}
-        if notes:
-            details += f"  \n**Notes 说明**: `{json.dumps(notes, ensure_ascii=False)}`"
-        return details
+    def _shown(
+        req: TTSRequest, result: SynthesisResult, name: str, path: Path, history: list[HistoryItem] | None
+    ) -> tuple[str, str, str, Any, list[HistoryItem]]:
+        """Result file, badge, details, style notice, and the history with this result first."""
+        notice = style_notice(result.info)
+        item: HistoryItem = {
+            "path": str(path),
+            "label": history_label(result.cache, req.voice or "", req.text, req.seed),
+        }
+        kept = [h for h in (history or []) if h.get("path") != item["path"]]
+        return (
+            str(path), badge_html(result.cache), details_markdown(result, name),
+            gr.update(value=notice, visible=bool(notice)), [item, *kept][:HISTORY],
+        )  # fmt: skip
+
+    @staticmethod
+    def history_view(history: list[HistoryItem] | None) -> list[Any]:
+        """The history players: one per recent result (files since trimmed are dropped)."""
+        items = [h for h in (history or []) if Path(h.get("path", "")).is_file()]
+        updates: list[Any] = []
+        for i in range(HISTORY):
+            if i < len(items):
+                updates.append(gr.update(value=items[i]["path"], label=items[i]["label"], visible=True))
+            else:
+                updates.append(gr.update(value=None, visible=False))
+        return updates
+
+    @staticmethod
+    def check_seed(value: Any) -> dict[str, Any]:
+        """Validator of the seed field as it is typed (the API's rule). One input:
+        Gradio expects the verdict itself, not a list of one."""
+        return _verdict(lambda: check_seed(value))
+
+    @staticmethod
+    def check_speed(value: Any) -> dict[str, Any]:
+        return _verdict(lambda: check_speed(value))
 
     @staticmethod
     def roll_seed() -> int:
         return random.randint(0, MAX_SEED)
 
+    def mode_form(
+        self, mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, style: str
+    ) -> tuple[Any, Any, Any, Any, str]:
+        """Show the fields ``mode`` uses, hide the others; the steps and notes line."""
+        form = MODE_FORMS.get(mode, MODE_FORMS["preset"])
+        engine = self.service.engine
+        uses_style = style_used(mode, engine.style_modes)
+        if form.transcript or (form.prompt_audio and mode != "instruct"):
+            # the clone modes take a saved voice, never a preset
+            voice = None if voice and self.service.is_preset(voice) else voice
+        elif not voice:
+            voice = default_voice(engine.presets())
+        style_label = "风格指令 Style instruction" + (
+            "（必填 required）" if mode == "instruct" else "（可选 optional, e.g. 'slow, calm' / '开心'）"
+        )
+        return (
+            gr.update(visible=form.prompt_audio),
+            gr.update(visible=form.transcript),
+            gr.update(label=form.voice_label, value=voice),
+            gr.update(visible=uses_style, label=style_label),
+            self.form_note(mode, prompt_audio, voice, prompt_text, style),
+        )
+
+    def form_note(self, mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, style: str) -> str:
+        saved = {v["name"] for v in self.service.list_voices() if v["kind"] == "saved"}
+        return form_note(mode, prompt_audio, voice, prompt_text, style, self.service.engine.style_modes, saved)
+
     # -- voices --------------------------------------------------------------------------
 
-    def voice_names(self) -> list[str]:
-        return [v["name"] for v in self.service.list_voices()]
-
-    def voices_table(self, caller: Caller | None = None) -> pd.DataFrame:
-        """The voice list; transcripts only for the admin (they are users' texts)."""
-        voices = self.service.list_voices(caller or self.caller(None))
-        rows = [(v["name"], v["kind"], v.get("seconds", ""), v.get("prompt_text", "")) for v in voices]
-        return pd.DataFrame(rows, columns=["name", "kind", "seconds", "prompt_text"])
-
-    def voice_updates(self, caller: Caller | None = None) -> tuple[Any, Any, Any]:
-        names = self.voice_names()
-        return gr.update(choices=names), gr.update(choices=names, value=None), self.voices_table(caller)
+    def voice_updates(self) -> tuple[Any, Any, int]:
+        """New choices for the Synthesise tab's voice list (its choice is kept) and the
+        delete list (saved voices only: presets cannot be deleted), and a new version
+        number for the voice list."""
+        voices = self.service.list_voices()
+        saved = [str(v["name"]) for v in voices if v["kind"] == "saved"]
+        return gr.update(choices=voice_choices(voices)), gr.update(choices=saved, value=None), time.monotonic_ns()
 
     def save_voice(
-        self, name: str, prompt_audio: str | None, prompt_text: str, replace: bool, token: str, request: gr.Request
-    ) -> tuple[Any, Any, Any, str]:
-        """Save under a new name; replacing a saved voice needs the admin (token)."""
-        caller = self.caller(request, token)
+        self, name: str, audio: str | None, transcript: str, replace: bool, token: str, request: gr.Request
+    ) -> tuple[Any, Any, int, str]:
         try:
             saved = self.service.save_voice(
-                name or "", prompt_audio, prompt_text or "", replace=bool(replace), caller=caller
+                name or "", audio, transcript or "", replace=bool(replace), caller=self.caller(request, token)
             )
         except TTSError as exc:
-            raise gr.Error(str(exc)) from exc
-        return (*self.voice_updates(caller), f"Saved voice **{saved['name']}** ({saved['seconds']} s) 已保存")
+            self.fail("voices", request, explain(exc, paths=[audio]))
+        name, seconds = saved["name"], saved["seconds"]
+        done = f"✔ 已保存音色「{name}」（{seconds} 秒）。Saved the voice '{name}' ({seconds} s)."
+        return (*self.voice_updates(), done)
 
-    def delete_voice(self, name: str | None, token: str, request: gr.Request) -> tuple[Any, Any, Any, str]:
-        caller = self.caller(request, token)
-        try:
-            self.service.delete_voice(name or "", caller=caller)
-        except TTSError as exc:
-            raise gr.Error(str(exc)) from exc
-        return (*self.voice_updates(caller), f"Deleted voice **{name}** 已删除")
-
-    def play_voice(self, name: str | None) -> str:
+    @staticmethod
+    def ask_delete(name: str | None) -> tuple[Any, str, str]:
+        """The confirmation step of a delete: nothing is deleted yet."""
         if not name:
-            raise gr.Error("pick a voice to play")
+            return (
+                gr.update(visible=False),
+                "",
+                error_html("请先选择要删除的已存音色 Pick a saved voice to delete first."),
+            )
+        question = f"确定删除音色「{name}」？此操作不能撤销。Delete the voice '{name}'? This cannot be undone."
+        return gr.update(visible=True), f'<div class="ui-notice" role="status">{html.escape(question)}</div>', ""
+
+    def delete_voice(self, name: str | None, token: str, request: gr.Request) -> tuple[Any, Any, int, str, Any]:
+        try:
+            self.service.delete_voice(name or "", caller=self.caller(request, token))
+        except TTSError as exc:
+            self.fail("voices", request, explain(exc))
+        done = f"✔ 已删除音色「{name}」。Deleted the voice '{name}'."
+        return (*self.voice_updates(), done, gr.update(visible=False))
+
+    def voices_for(self, token: str | None, request: gr.Request | None) -> list[dict[str, Any]]:
+        """Every voice; transcripts (users' texts) only for the admin."""
+        return self.service.list_voices(self.caller(request, token))
+
+    def player(self, name: str) -> Callable[[gr.Request], str]:
+        """The handler of one voice's play button."""
+
+        def play(request: gr.Request) -> str:
+            return self.play_voice(name, request)
+
+        return play
+
+    def play_voice(self, name: str, request: gr.Request | None = None) -> str:
+        """A short sample in voice ``name`` (cached after the first play)."""
         preset = self.service.is_preset(name)
         sample = "你好，欢迎光临。Hello and welcome." if preset else "你好，这是我的声音。This is my voice."
         try:
             return str(self.service.synthesise(TTSRequest(text=sample, voice=name)).path)
         except TTSError as exc:
-            raise gr.Error(str(exc)) from exc
-
-    # -- the cache tab -------------------------------------------------------------------
-
-    def refresh_cache(
-        self, token: str | None = None, request: gr.Request | None = None
-    ) -> tuple[str, pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-        """The Cache tab; the phrase tables (users' texts) for the admin only."""
-        snap = self.service.snapshot(top=20, caller=self.caller(request, token))
-        samples = list(self.service.stats.samples)
-        return (
-            stats_markdown(snap), latency_frame(samples), hit_rate_frame(samples),
-            top_frame(snap.get("top_requested", [])), top_frame(snap.get("top_missed", [])),
-        )  # fmt: skip
-
-    def admin_clear(self, confirmed: bool, token: str, tag: str, request: gr.Request) -> tuple[str, bool]:
-        return self._admin("clear", confirmed, token, tag, request)
-
-    def admin_evict(self, confirmed: bool, token: str, tag: str, request: gr.Request) -> tuple[str, bool]:
-        return self._admin("evict", confirmed, token, tag, request)
-
-    def admin_sweep(self, confirmed: bool, token: str, tag: str, request: gr.Request) -> tuple[str, bool]:
-        return self._admin("sweep", confirmed, token, tag, request)
-
-    def admin_verify(self, confirmed: bool, token: str, tag: str, request: gr.Request) -> tuple[str, bool]:
-        return self._admin("verify", confirmed, token, tag, request)
-
-    def _admin(self, action: str, confirmed: bool, token: str, tag: str, request: gr.Request) -> tuple[str, bool]:
-        if not confirmed:
-            raise gr.Error("tick 'I understand 我已确认' first: this changes the cache for every user")
-        caller = self.caller(request, token)
-        service = self.service
-        try:
-            if action == "clear":
-                done = service.clear(caller)
-            elif action == "evict":
-                done = service.evict((tag or "").strip(), caller)
-            elif action == "sweep":
-                done = service.sweep_expired(caller)
-            else:
-                done = service.verify(caller)
-        except TTSError as exc:
-            raise gr.Error(str(exc)) from exc
-        _LOGGER.warning("admin action %s from the web UI: %s", action, cut_fields(done))
-        return f"**{action}**: `{json.dumps(done, ensure_ascii=False)}`", False
-
-    def export_top(self, token: str, request: gr.Request) -> tuple[str, str]:
-        try:
-            document, notes = export_phrases(self.service, top=50, caller=self.caller(request, token))
-        except TTSError as exc:
-            raise gr.Error(str(exc)) from exc
-        if not document["phrases"]:
-            raise gr.Error("nothing to export yet: no phrase in the statistics can be rebuilt from its voice")
-        data = (json.dumps(document, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
-        target = self.service.files.write("hot_phrases.json", data)
-        message = f"Exported {len(document['phrases'])} phrases 已导出."
-        if notes:
-            message += " Skipped:\n" + "\n".join(f"- {n}" for n in notes[:20])
-        return str(target), message
-
-    def run_preload(
-        self, upload: str | None, force: bool, token: str, request: gr.Request,
-        progress: gr.Progress = gr.Progress(),  # noqa: B008
-    ) -> str:  # fmt: skip
-        path = Path(upload) if upload else self.phrases_path
-        # An uploaded list lives in Gradio's upload area, among other users' uploads: it
-        # may use recordings in preload.prompt_dir only, never its own folder.
-        rules = PhraseRules.from_config(self.service.config.preload, own_folder=not upload)
-        try:
-            requests = expand(load_phrases(path, rules))
-            templates = load_templates(path, rules)
-        except TTSError as exc:
-            raise gr.Error(str(exc)) from exc
-        total = len(requests) + sum(len(self.service.templates.pieces(t)) for t in templates)
-        progress((0, total), desc="Preloading 预加载", unit="phrases")
-
-        def step(report: PreloadReport) -> None:
-            progress((report.total, total), desc="Preloading 预加载", unit="phrases")
-
-        try:
-            report = preload(
-                self.service, requests, workers=1, force=force, on_done=step, caller=self.caller(request, token),
-                templates=templates,
-            )  # fmt: skip
-        except TTSError as exc:
-            raise gr.Error(str(exc)) from exc
-        # From now on this service composes answers from the list's templates too.
-        self.service.templates.add(templates)
-        lines = [f"`{report.summary()}`"] + [f"- {entry}: {message}" for entry, message in report.failures[:20]]
-        if templates:
-            lines.append(f"{len(templates)} template(s) active 模板已启用")
-        return "\n".join(lines)
+            self.fail("voices", request, explain(exc))

@@ -1,30 +1,130 @@
 """What the web UI shows, as pure functions of the service's answers: the cache badge,
-the dashboard's Markdown and the data frames of its plots and tables. Tested directly,
-without a browser."""
+result details and notices, the dashboard's text and tables, admin results as
+sentences, download names and the session's history. Tested directly, without a browser."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import html
+import re
+import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
+from lib.results import SynthesisResult
 from lib.ui.shared_status import status_markdown
 
 __all__ = [
-    "BADGE_COLOURS", "badge_html", "hit_rate_frame", "latency_frame", "segments_line", "stats_markdown", "top_frame",
+    "BADGE_COLOURS",
+    "HistoryItem",
+    "admin_sentence",
+    "badge_html",
+    "details_markdown",
+    "download_name",
+    "engine_title",
+    "history_label",
+    "segments_line",
+    "stats_markdown",
+    "style_notice",
+    "tag_choices",
+    "top_table",
+    "voices_table",
 ]
 
+#: Badge backgrounds; white text on each is at least 4.5:1 (WCAG AA), tested in the browser.
 BADGE_COLOURS = {"HIT": "#15803d", "MISS": "#b45309", "BYPASS": "#475569", "COMPOSED": "#1d4ed8"}
 """HIT green, MISS amber, BYPASS grey, COMPOSED blue (made from a template's cached pieces)."""
+_BADGE_WORDS = {
+    "HIT": "命中缓存 Served from the cache",
+    "MISS": "未命中，已合成并存入缓存 Not cached: synthesised now and stored",
+    "BYPASS": "未使用缓存 Cache bypassed: synthesised, not stored",
+    "COMPOSED": "由模板的缓存片段拼接 Composed from a template's cached pieces",
+}
+
+#: One entry of the session's history (gr.State): path, label, cache result.
+HistoryItem = dict[str, str]
+
+
+_ENGINES = {
+    "builtin": "内置引擎 Built-in engine (espeak-ng + voice matching, offline)",
+    "cosyvoice": "CosyVoice",
+    "tone": "测试音引擎 Test tone engine",
+}
+
+
+def engine_title(name: str) -> str:
+    """The engine as the page header names it (not its raw tag)."""
+    return _ENGINES.get(name, name)
 
 
 def badge_html(cache: str) -> str:
+    """The HIT/MISS/BYPASS pill and what it means; empty before a result."""
+    if not cache:
+        return ""
     colour = BADGE_COLOURS.get(cache, "#475569")
+    words = html.escape(_BADGE_WORDS.get(cache, ""))
     return (
-        f'<span class="cache-badge" id="cache-badge-value" data-cache="{cache}" '
-        f'style="background:{colour};color:#fff;padding:4px 14px;border-radius:999px;font-weight:700">{cache}</span>'
+        f'<div class="cache-result"><span class="cache-badge" id="cache-badge-value" data-cache="{html.escape(cache)}" '
+        f'style="background:{colour};color:#fff;padding:4px 14px;border-radius:999px;font-weight:700">'
+        f"{html.escape(cache)}</span> <span>{words}</span></div>"
     )
+
+
+def details_markdown(result: SynthesisResult, file_name: str) -> str:
+    """Key, time, audio and file of a result (the key first: tests and operators copy it)."""
+    t = result.timings
+    engine = f" (引擎 engine {t['engine']:.1f} ms)" if "engine" in t else ""
+    lines = [
+        f"**键 Key** `{result.key}`",
+        f"**用时 Time** {t.get('total', 0):.1f} ms{engine}",
+        f"**音频 Audio** {result.duration:.2f} s · {result.sample_rate} Hz · `{file_name}`",
+    ]
+    info = result.info
+    extra = []
+    if info.get("tier"):
+        extra.append(f"来自 from {info['tier']}")
+    if info.get("languages"):
+        extra.append("语言 languages " + ", ".join(map(str, info["languages"])))
+    if "segments" in info:
+        extra.append(
+            f"分句 segments {info['segments']} ({info.get('segments_reused', 0)} 复用 reused, "
+            f"{info.get('segments_synthesised', 0)} 合成 synthesised)"
+        )
+    if info.get("style_words"):
+        extra.append("风格 style " + ", ".join(map(str, info["style_words"])))
+    if extra:
+        lines.append("**说明 Notes** " + " · ".join(extra))
+    return "  \n".join(lines)
+
+
+def style_notice(info: Mapping[str, Any]) -> str:
+    """A visible notice for style words the engine did not know ("" when none)."""
+    ignored = [str(w) for w in info.get("ignored_style_words") or []]
+    if not ignored:
+        return ""
+    words = "、".join(f"「{w}」" for w in ignored)
+    return (
+        f"⚠ **未识别的风格词已忽略 Unknown style words ignored**：{words}。"
+        "可用 Known: slow 慢, fast 快, happy 开心, calm 平静, loud 大声… (README)"
+    )
+
+
+_NAME_CUT = re.compile(r"[^\w\-]+")  # what lib.files would replace anyway, and punctuation
+
+
+def download_name(voice: str, text: str, seed: int, key: str, fmt: str) -> str:
+    """A file name that says what the file is: voice, start of the text, seed (and 6
+    digits of the key, so two different results never share a name)."""
+    start = _NAME_CUT.sub("_", text.strip()).strip("_")[:20].strip("_") or "text"
+    who = _NAME_CUT.sub("_", voice.strip()).strip("_")[:24] or "upload"
+    return f"{who}_{start}_seed{seed}_{key[:6]}.{fmt}"
+
+
+def history_label(cache: str, voice: str, text: str, seed: int, at: float | None = None) -> str:
+    clock = time.strftime("%H:%M:%S", time.localtime(at if at is not None else time.time()))
+    short = text if len(text) <= 24 else text[:23] + "…"
+    return f"{clock} · {cache} · {voice or '上传 upload'} · seed {seed} · {short}"
 
 
 def _human_bytes(n: float) -> str:
@@ -35,57 +135,117 @@ def _human_bytes(n: float) -> str:
     return f"{n:.1f} GiB"  # pragma: no cover
 
 
-def stats_markdown(snap: dict[str, Any]) -> str:
+def _pct(rate: float) -> str:
+    return f"{100 * rate:.1f} %"
+
+
+def stats_markdown(snap: Mapping[str, Any], window: tuple[str, float, int] | None = None) -> str:
+    """The dashboard's figures. User traffic and preload are apart: a preload's misses
+    are the cache being filled, not users waiting. ``window`` is (label, hit rate,
+    lookups) over the chosen window."""
     used, limit = snap["bytes"], snap["size_limit"]
+    since, total = snap["since_start"], snap["total"]
     lines = [
-        f"**Entries 条目**: {snap['entries']}  ",
-        f"**Size 容量**: {_human_bytes(used)} of {_human_bytes(limit)} ({100 * used / limit:.1f} %)  ",
-        f"**Hit rate 命中率**: {100 * snap['hit_rate']:.1f} % since start, "
-        f"{100 * snap['hit_rate_total']:.1f} % in total  ",
-        f"**Since start 本次启动**: {snap['hits']} hits, {snap['misses']} misses, {snap['bypasses']} bypasses, "
-        f"{snap['errors']} errors, {snap['engine_calls']} engine calls  ",
-        f"**In total 累计**: {snap['hits_total']} hits, {snap['misses_total']} misses  ",
-        f"**Engine time saved 节省引擎时间**: {snap.get('engine_seconds_saved_total', 0):.1f} s in total, "
-        f"{snap.get('engine_seconds_saved_last_hour', 0):.1f} s in the last hour  ",
-        segments_line(snap.get("since_start", {})),
-        f"**Engine 引擎**: `{snap['tag']}`",
+        f"**条目 Entries** {snap['entries']} · **容量 Size** {_human_bytes(used)} / {_human_bytes(limit)} "
+        f"({100 * used / limit:.1f} %)  ",
+    ]
+    if window is not None:
+        label, rate, lookups = window
+        shown = _pct(rate) if lookups else "—"
+        lines.append(f"**命中率 Hit rate, {label}**: {shown} ({lookups} 次用户请求 user lookups)  ")
+    lines += [
+        f"**用户请求 User requests** (本次启动 since start): {since['hits']} 命中 hits, {since['misses']} 未命中 "
+        f"misses ({_pct(snap['hit_rate'])} hit rate), {since['bypasses']} 绕过 bypasses, {since['errors']} "
+        f"错误 errors; 累计 in total: {total['hits']} hits, {total['misses']} misses "
+        f"({_pct(snap['hit_rate_total'])})  ",
+        f"**预加载 Preload** (counted apart 单独统计): {since.get('preload_misses', 0)} 生成 generated, "
+        f"{since.get('preload_hits', 0)} 已缓存 already cached, {since.get('preload_errors', 0)} 失败 failed "
+        f"since start; 累计 in total {total.get('preload_misses', 0)} generated  ",
+        f"**节省引擎时间 Engine time saved by hits**: {snap.get('engine_seconds_saved', 0.0):.1f} s since start, "
+        f"{snap.get('engine_seconds_saved_last_hour', 0.0):.1f} s in the last hour, "
+        f"{snap.get('engine_seconds_saved_total', 0.0):.1f} s in total · "
+        f"引擎调用 engine calls {since['engine_calls']}  ",
+        segments_line(since),
+        f"**模型版本 Model version** `{snap['tag']}`",
     ]
     if not snap.get("cache_available", True):
-        lines.append(f"\n**Cache unavailable** (serving without it): {snap.get('cache_error')}")
+        lines.append(f"\n**缓存不可用 Cache unavailable** (serving without it): {snap.get('cache_error')}")
     shared = status_markdown(snap.get("shared"))
     if shared:
         lines.append("\n" + shared)
     return "\n".join(lines)
 
 
-def segments_line(since: dict[str, Any]) -> str:
+def segments_line(since: Mapping[str, Any]) -> str:
     """Segments reused and synthesised, composed answers, streams and their mean time to
     first audio, since start."""
     streams = int(since.get("streams", 0))
-    first = f", first audio after {since.get('first_audio_ms', 0) / streams:.0f} ms on average" if streams else ""
+    first = f", 首段音频平均 first audio after {since.get('first_audio_ms', 0) / streams:.0f} ms" if streams else ""
     return (
-        f"**Segments 分句**: {since.get('segments_reused', 0)} reused, "
-        f"{since.get('segments_synthesised', 0)} synthesised; **Composed 模板拼接**: {since.get('composed', 0)}; "
-        f"**Streamed 流式**: {streams}{first}  "
+        f"**分句 Segments**: {since.get('segments_reused', 0)} 复用 reused, "
+        f"{since.get('segments_synthesised', 0)} 合成 synthesised; **模板拼接 Composed**: {since.get('composed', 0)}; "
+        f"**流式 Streamed**: {streams}{first}  "
     )
 
 
-def latency_frame(samples: Sequence[tuple[float, str, float]]) -> pd.DataFrame:
-    rows = [(pd.Timestamp(t, unit="s"), kind, seconds * 1e3) for t, kind, seconds in samples]
-    return pd.DataFrame(rows, columns=["time", "result", "ms"])
+_TOP_COLUMNS = ["次数 Count", "未命中 Missed", "文本 Text", "音色 Voice"]
 
 
-def hit_rate_frame(samples: Sequence[tuple[float, str, float]], window: int = 20) -> pd.DataFrame:
-    """Hit rate over the last ``window`` lookups, after each lookup."""
-    lookups = [(t, kind == "hit") for t, kind, _ in samples if kind in ("hit", "miss")]
-    rows = []
-    for i, (t, _) in enumerate(lookups):
-        recent = lookups[max(0, i + 1 - window) : i + 1]
-        rows.append((pd.Timestamp(t, unit="s"), 100.0 * sum(hit for _, hit in recent) / len(recent)))
-    return pd.DataFrame(rows, columns=["time", "hit_rate"])
+def top_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """Top phrases grouped by text and voice name, most requested first (the statistics
+    count each seed, style and speed apart; here they are added up)."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in rows:
+        voice = str(r.get("voice") or "") or "上传的录音 uploaded recording"
+        g = groups.setdefault((str(r.get("text", "")), voice), {"count": 0, "misses": 0})
+        g["count"] += int(r.get("count", 0))
+        g["misses"] += int(r.get("misses", 0))
+    ordered = sorted(groups.items(), key=lambda kv: (-kv[1]["count"], kv[0]))
+    data = [(g["count"], g["misses"], text, voice) for (text, voice), g in ordered]
+    return pd.DataFrame(data, columns=_TOP_COLUMNS)
 
 
-def top_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    return pd.DataFrame(
-        [(r["count"], r["text"], r["voice"], r["key"]) for r in rows], columns=["count", "text", "voice", "key"]
+def tag_choices(tags: Sequence[tuple[str, int]], current: str) -> list[tuple[str, str]]:
+    """Evict choices: each model version in the cache with its entry count."""
+    return [
+        (f"{tag} — {count} 条 entries" + ("（当前 current model）" if tag == current else ""), tag)
+        for tag, count in tags
+    ]
+
+
+def _entries(n: int) -> str:
+    return f"{n} entry" if n == 1 else f"{n} entries"
+
+
+def admin_sentence(action: str, done: Mapping[str, Any]) -> str:
+    """An admin action's result as a sentence."""
+    if action == "clear":
+        n, shared = done["removed"], done.get("shared_removed") or 0
+        both = f"，共享缓存 {shared} 条" if shared else ""
+        also = f" and {shared} from the shared tier" if shared else ""
+        return f"✔ 已清空缓存：删除 {n} 条{both}。Cleared the cache: {_entries(n)} removed{also}."
+    if action == "evict":
+        return (
+            f"✔ 已删除模型版本 `{done['tag']}` 的 {done['removed']} 条缓存。"
+            f"Removed {_entries(done['removed'])} of model version `{done['tag']}`."
+        )
+    if action == "sweep":
+        n = done["expired_removed"]
+        return f"✔ 已清理 {n} 条过期缓存。Removed {n} expired {'entry' if n == 1 else 'entries'}."
+    if not done.get("available", True):
+        return "⚠ 缓存目录不可用，未能校验。The cache store is unavailable; nothing was checked."
+    repairs = done.get("repairs") or []
+    fixed = f"；修复 {len(repairs)} 处 ({len(repairs)} store repairs: {'; '.join(repairs[:3])})" if repairs else ""
+    return (
+        f"✔ 已校验 {done['checked']} 条，删除损坏 {done['corrupt_removed']} 条{fixed}。"
+        f"Checked {_entries(done['checked'])}, removed {done['corrupt_removed']} corrupt."
     )
+
+
+def voices_table(voices: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    kinds = {"preset": "预置 preset", "saved": "已存 saved"}
+    rows = [
+        (v["name"], kinds.get(str(v["kind"]), v["kind"]), v.get("seconds", ""), v.get("prompt_text", ""))
+        for v in voices
+    ]
+    return pd.DataFrame(rows, columns=["名称 Name", "类型 Kind", "时长 Seconds", "文本 Transcript"])

@@ -1,0 +1,79 @@
+"""What every handler of the web UI shares: who is calling, and errors shown in place.
+
+A handler that fails raises ``gr.Error`` with ``visible=False`` -- API clients still get
+the error and its message, and no pop-up piles up over the form or covers it -- after
+remembering the bilingual message for its session; the event's ``.failure`` step shows
+it in the tab's message box (:meth:`HandlerBase.failure_view`).
+
+Who the caller is (admin or not) is decided by the service's access policy from the
+client's address and the admin token typed in the form (:mod:`lib.access`).
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn
+
+import gradio as gr
+
+from lib.access import Caller
+from lib.service import TTSService
+from lib.ui.messages import UIMessage
+
+__all__ = ["HandlerBase", "error_html"]
+
+_REMEMBERED = 512  # failed events whose message waits for its .failure step
+
+
+def error_html(text: str | list[str]) -> str:
+    """An alert box: one message, or a heading and a list of them."""
+    if not text:
+        return ""
+    if isinstance(text, str):
+        return f'<div class="ui-error" role="alert">✖ {html.escape(text)}</div>'
+    head, *items = text
+    lines = "".join(f"<li>{html.escape(item)}</li>" for item in items)
+    return f'<div class="ui-error" role="alert">✖ {html.escape(head)}<ul>{lines}</ul></div>'
+
+
+class HandlerBase:
+    """The service, the caller of a request, and the messages of failed events."""
+
+    def __init__(self, service: TTSService, phrases_path: Path) -> None:
+        self.service = service
+        self.phrases_path = phrases_path
+        self._errors: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def caller(self, request: gr.Request | None, token: str | None = None) -> Caller:
+        host = request.client.host if request is not None and request.client else None
+        return self.service.access.caller(origin="ui", client_host=host, token=token)
+
+    # -- errors --------------------------------------------------------------------------
+
+    def fail(self, channel: str, request: gr.Request | None, message: UIMessage | str) -> NoReturn:
+        """Remember ``message`` for this session's ``channel`` and raise it, unseen, to
+        Gradio (the failure step shows it in place)."""
+        text = str(message)
+        session = getattr(request, "session_hash", None) or ""
+        with self._lock:
+            self._errors[(session, channel)] = text
+            self._errors.move_to_end((session, channel))
+            while len(self._errors) > _REMEMBERED:
+                self._errors.popitem(last=False)
+        raise gr.Error(text, visible=False, print_exception=False)
+
+    def failure_view(self, channel: str) -> Callable[[gr.Request], str]:
+        """The ``.failure`` step of a ``channel`` event: its message as an alert box."""
+
+        def show(request: gr.Request) -> str:
+            session = getattr(request, "session_hash", None) or ""
+            with self._lock:
+                text = self._errors.pop((session, channel), "")
+            return error_html(text)
+
+        return show

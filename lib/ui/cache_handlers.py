@@ -1,0 +1,154 @@
+"""The handlers of the Cache and Preload tabs: figures, plots and phrase tables over a
+chosen window, the export, the admin actions (results as sentences), the preload."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from lib.errors import TTSError
+from lib.export import export_phrases
+from lib.phrases import PhraseRules, expand, load_phrases
+from lib.preload import PreloadReport, preload
+from lib.templates import load_templates
+from lib.textnorm import cut_fields
+from lib.ui.base import HandlerBase
+from lib.ui.messages import explain, explain_note, scrub_paths
+from lib.ui.plots import WINDOWS, hit_rate_plot, latency_plot, window_rate
+from lib.ui.views import admin_sentence, stats_markdown, tag_choices, top_table
+
+__all__ = ["CacheHandlers"]
+
+_LOGGER = logging.getLogger(__name__)
+
+
+class CacheHandlers(HandlerBase):
+    """The Cache and Preload tabs."""
+
+    def refresh_cache(
+        self, window: int | None = None, token: str | None = None, request: gr.Request | None = None
+    ) -> tuple[Any, ...]:
+        """The Cache tab over ``window`` seconds; the phrase tables (users' texts) for the
+        admin only (the admin token field)."""
+        seconds = int(window if window is not None else WINDOWS[0][1])
+        snap = self.service.snapshot(top=50, caller=self.caller(request, token))  # grouped below: fewer rows
+        samples = list(self.service.stats.samples)
+        now = time.time()
+        label = next((name for name, s in WINDOWS if s == seconds), f"{seconds} s")
+        rate, lookups = window_rate(samples, seconds, now)
+        text = stats_markdown(snap, (label, rate, lookups))
+        if "top_requested" not in snap:
+            text += (
+                "\n\n常用短语仅管理员可见（在「管理」中填写管理员令牌）The most requested phrases are shown to the "
+                "admin only (the admin token under Admin)."
+            )
+        return (
+            text, latency_plot(samples, seconds, now), hit_rate_plot(samples, seconds, now),
+            top_table(snap.get("top_requested", [])), top_table(snap.get("top_missed", [])),
+        )  # fmt: skip
+
+    def evict_choices(self) -> Any:
+        """Model versions present in the cache, with counts; never pre-selected."""
+        return gr.update(choices=tag_choices(self.service.dashboard.tags(), self.service.tag), value=None)
+
+    def admin_clear(self, confirmed: bool, token: str, tag: str | None, request: gr.Request) -> tuple[str, bool]:
+        return self._admin("clear", confirmed, token, tag, request)
+
+    def admin_evict(self, confirmed: bool, token: str, tag: str | None, request: gr.Request) -> tuple[str, bool]:
+        return self._admin("evict", confirmed, token, tag, request)
+
+    def admin_sweep(self, confirmed: bool, token: str, tag: str | None, request: gr.Request) -> tuple[str, bool]:
+        return self._admin("sweep", confirmed, token, tag, request)
+
+    def admin_verify(self, confirmed: bool, token: str, tag: str | None, request: gr.Request) -> tuple[str, bool]:
+        return self._admin("verify", confirmed, token, tag, request)
+
+    def _admin(
+        self, action: str, confirmed: bool, token: str, tag: str | None, request: gr.Request
+    ) -> tuple[str, bool]:
+        if not confirmed:
+            self.fail(
+                "admin", request,
+                "请先勾选「我已确认」：此操作会影响所有用户的缓存 — tick 'I understand' first: this changes the "
+                "cache for every user",
+            )  # fmt: skip
+        caller = self.caller(request, token)
+        service = self.service
+        try:
+            if action == "clear":
+                done = service.clear(caller)
+            elif action == "evict":
+                done = service.evict(tag or "", caller)
+            elif action == "sweep":
+                done = service.sweep_expired(caller)
+            else:
+                done = service.verify(caller)
+        except TTSError as exc:
+            self.fail("admin", request, explain(exc))
+        _LOGGER.warning("admin action %s from the web UI: %s", action, cut_fields(done))
+        return admin_sentence(action, done), False
+
+    def export_top(self, token: str, request: gr.Request) -> tuple[str | None, str]:
+        """The top phrases as a phrase list; they are users' texts: the admin only."""
+        try:
+            document, notes = export_phrases(self.service, top=50, caller=self.caller(request, token))
+        except TTSError as exc:
+            self.fail("export", request, explain(exc))
+        skipped = "".join(f"\n- {explain_note(n)}" for n in notes[:20])
+        if not document["phrases"]:
+            why = "\n\n跳过 Skipped:" + skipped if notes else ""
+            return None, (
+                "没有可导出的短语：请先在「合成」页合成几条短语（上传的录音需先在「音色」页保存为音色）。"
+                "Nothing to export yet: synthesise some phrases first (save an uploaded recording as a voice "
+                "in the Voices tab to export its phrases)." + why
+            )
+        data = (json.dumps(document, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+        target = self.service.files.write("hot_phrases.json", data)
+        n = len(document["phrases"])
+        message = f"✔ 已导出 {n} 条短语 Exported {n} phrases."
+        if notes:
+            message += f"\n\n跳过 {len(notes)} 条 Skipped {len(notes)}:" + skipped
+        return str(target), message
+
+    def run_preload(
+        self, upload: str | None, force: bool, token: str, request: gr.Request,
+        progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio injects it by this default
+    ) -> str:  # fmt: skip
+        """Run a phrase list through the cache; ``force`` (regenerate) needs the admin."""
+        path = Path(upload) if upload else self.phrases_path
+        paths = [upload] if upload else []
+        # An uploaded list lives in Gradio's upload area, among other users' uploads: it
+        # may use recordings in preload.prompt_dir only, never its own folder.
+        rules = PhraseRules.from_config(self.service.config.preload, own_folder=not upload)
+        try:
+            requests = expand(load_phrases(path, rules))
+            templates = load_templates(path, rules)
+        except TTSError as exc:
+            self.fail("preload", request, explain(exc, paths=paths))
+        total = len(requests) + sum(len(self.service.templates.pieces(t)) for t in templates)
+        progress((0, total), desc="预加载 Preloading", unit="phrases")
+
+        def step(report: PreloadReport) -> None:
+            progress((report.total, total), desc="预加载 Preloading", unit="phrases")
+
+        try:
+            report = preload(
+                self.service, requests, workers=1, force=force, on_done=step, caller=self.caller(request, token),
+                templates=templates,
+            )  # fmt: skip
+        except TTSError as exc:
+            self.fail("preload", request, explain(exc, paths=paths))
+        head = (
+            f"{'✔' if not report.failed else '⚠'} 预加载完成：共 {report.total} 条，生成 {report.generated} 条，"
+            f"已缓存 {report.cached} 条，失败 {report.failed} 条。  \n`{report.summary()}`"
+        )
+        # From now on this service composes answers from the list's templates too.
+        self.service.templates.add(templates)
+        failures = [f"- {entry}: {scrub_paths(msg, paths)}" for entry, msg in report.failures[:20]]
+        active = [f"{len(templates)} 个模板已启用 {len(templates)} template(s) active"] if templates else []
+        return "\n".join([head, *failures, *active])

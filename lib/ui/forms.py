@@ -1,0 +1,231 @@
+"""The Synthesise form: which fields each mode uses, its steps line and notes, the
+one-click examples, and the form -> :class:`TTSRequest` mapping with its validation.
+
+Validation runs the service's own rules (:mod:`lib.validate` and the resolver), so the
+form refuses exactly what the HTTP API refuses, with the message at the field.
+Adding a mode (e.g. a convert mode) means one more :class:`ModeForm` entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from lib.config import AppConfig
+from lib.errors import TTSError, ValidationError
+from lib.request import Resolved, TTSRequest
+from lib.ui.messages import MODE_NAMES, UIMessage, explain
+from lib.validate import check_seed, check_speed, normalise_fields
+
+__all__ = [
+    "FORM_FIELDS",
+    "MODE_FORMS",
+    "ModeForm",
+    "build_request",
+    "default_voice",
+    "examples",
+    "form_errors",
+    "form_note",
+    "mode_choices",
+    "sample_text",
+    "style_used",
+    "voice_choices",
+]
+
+#: The inputs of the Synthesise event, in order (the validator answers one per input).
+FORM_FIELDS = ("mode", "prompt_audio", "voice", "prompt_text", "text", "style", "seed", "speed", "format", "use_cache")
+
+
+@dataclass(frozen=True)
+class ModeForm:
+    """What one mode shows."""
+
+    value: str
+    prompt_audio: bool
+    """Whether the prompt upload/recording is shown."""
+    transcript: bool
+    """Whether the prompt transcript is shown (and needed)."""
+    voice_label: str
+    steps: str
+
+
+MODE_FORMS: dict[str, ModeForm] = {
+    form.value: form
+    for form in (
+        ModeForm(
+            "preset", False, False, "音色 Voice",
+            "① 选择音色 Pick a voice → ② 输入文本 Type the text → ③ 合成 Synthesise (Ctrl+Enter)",
+        ),
+        ModeForm(
+            "zero_shot", True, True, "或选择已存音色 Or a saved voice (instead of a recording)",
+            "① 上传或录制 3–10 秒参考音频，或选择已存音色 Upload or record 3–10 s of the voice, or pick a saved "
+            "one → ② 逐字填写参考音频文本 Type exactly what the recording says → ③ 输入文本 Type the text → "
+            "④ 合成 Synthesise (Ctrl+Enter)",
+        ),
+        ModeForm(
+            "cross_lingual", True, False, "或选择已存音色 Or a saved voice (instead of a recording)",
+            "① 上传或录制参考音频，或选择已存音色 Upload or record the voice, or pick a saved one → "
+            "② 输入任意语言的文本 Type text in any language → ③ 合成 Synthesise (Ctrl+Enter)",
+        ),
+        ModeForm(
+            "instruct", True, False, "音色 Voice (or upload a recording)",
+            "① 选择音色或上传参考音频 Pick a voice or upload a recording → ② 填写风格指令，如「慢一点，开心」"
+            " Give a style such as 'slow, happy' → ③ 输入文本 Type the text → ④ 合成 Synthesise (Ctrl+Enter)",
+        ),
+    )
+}  # fmt: skip
+
+_SAMPLES = {
+    "zh": ("请A023号顾客到3号窗口办理业务。", "列车即将进站，请站在黄色安全线以内。", "欢迎光临，请随便看看。"),
+    "en": ("The train is now arriving. Please stand behind the yellow line.", "Welcome! Let us know if you need help."),
+    "yue": ("多谢晒，欢迎下次再嚟。",),
+}
+
+
+class Resolving(Protocol):
+    """What validation needs of the service."""
+
+    @property
+    def config(self) -> AppConfig: ...
+
+    def resolve(self, request: TTSRequest) -> Resolved: ...
+
+
+def mode_choices(engine_modes: Collection[str]) -> list[tuple[str, str]]:
+    """(label, value) of the modes this engine serves, in the form's order."""
+    return [(MODE_NAMES[m], m) for m in MODE_FORMS if m in engine_modes]
+
+
+def voice_choices(voices: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(label, name) of every voice, marked preset or saved."""
+    kinds = {"preset": "预置 preset", "saved": "已存 saved"}
+    return [(f"{v['name']}（{kinds.get(str(v['kind']), v['kind'])}）", str(v["name"])) for v in voices]
+
+
+def language_of(voice: str) -> str:
+    name = voice.lower()
+    if name.startswith("en") or "英" in name:
+        return "en"
+    if name.startswith("yue") or "粤" in name:
+        return "yue"
+    return "zh"
+
+
+def sample_text(voice: str | None, index: int = 0) -> str:
+    samples = _SAMPLES[language_of(voice or "")]
+    return samples[index % len(samples)]
+
+
+def default_voice(presets: Sequence[str]) -> str | None:
+    """The first Mandarin preset (the shipped phrases are mostly Chinese), else the first."""
+    for name in presets:
+        if language_of(name) == "zh":
+            return name
+    return presets[0] if presets else None
+
+
+def style_used(mode: str, style_modes: Collection[str]) -> bool:
+    return mode == "instruct" or mode in style_modes
+
+
+def examples(
+    presets: Sequence[str], modes: Collection[str]
+) -> tuple[list[list[Any]], list[str]]:  # fmt: skip
+    """One-click examples on the engine's preset voices: rows of (mode, voice, text,
+    style) and their labels. Uploaded recordings cannot be examples (the app ships
+    none); saved voices are played from the Voices tab."""
+    rows: list[list[Any]] = []
+    order = {"zh": 0, "en": 1, "yue": 2}
+    presets = sorted(presets, key=lambda p: order[language_of(p)])
+    if "preset" in modes:
+        seen: dict[str, int] = {}
+        for voice in presets[:5]:
+            lang = language_of(voice)
+            rows.append(["preset", voice, sample_text(voice, seen.get(lang, 0)), ""])
+            seen[lang] = seen.get(lang, 0) + 1
+    if "instruct" in modes and presets:
+        zh = default_voice(presets)
+        en = next((p for p in presets if language_of(p) == "en"), None)
+        rows.append(["instruct", zh, "欢迎光临！", "开心"])
+        if en is not None:
+            rows.append(["instruct", en, "Please mind the gap.", "slow, calm"])
+    labels = [
+        f"{voice} · {style + ' · ' if style else ''}{text if len(text) <= 16 else text[:15] + '…'}"
+        for _, voice, text, style in rows
+    ]
+    return rows, labels
+
+
+def build_request(
+    mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, text: str, style: str,
+    seed: Any, speed: Any, fmt: str, use_cache: bool,
+) -> TTSRequest:  # fmt: skip
+    """Turn the form into a request. Which voice fields count depends on the mode: a
+    preset or saved voice in ``preset`` mode; otherwise the prompt audio, or a voice
+    from the list when no audio is given."""
+    if mode not in MODE_FORMS:
+        raise ValidationError(f"mode: {mode!r} is not a mode; pick one of the modes above")
+    voice = (voice or "").strip() or None
+    if mode == "preset":
+        if voice is None:
+            raise ValidationError("voice: pick a preset or saved voice from the list")
+        prompt_audio = None
+    elif prompt_audio:
+        voice = None
+    elif voice is None:
+        raise ValidationError("prompt audio: upload or record a prompt, or pick a saved voice")
+    return TTSRequest(
+        text=text or "", prompt_audio=prompt_audio, voice=voice,
+        prompt_text=(prompt_text or "") if mode == "zero_shot" else "",
+        style=style or "", seed=check_seed(seed), speed=check_speed(speed), mode=mode, format=fmt,
+        use_cache=bool(use_cache),
+    )  # fmt: skip
+
+
+def form_errors(service: Resolving, form: Sequence[Any]) -> dict[str, UIMessage]:
+    """Every problem of the form ``(mode, prompt_audio, voice, prompt_text, text,
+    style, seed, speed, fmt, use_cache)`` by field, with the API's rules: the fields
+    that stand alone first, then the request as a whole (voice, mode, prompt)."""
+    mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache = form
+    errors: dict[str, UIMessage] = {}
+    paths = [prompt_audio]
+
+    def attempt(field: str, check: Any) -> None:
+        try:
+            check()
+        except TTSError as exc:
+            message = explain(exc, paths=paths)
+            errors.setdefault(message.field if message.field in FORM_FIELDS else field, message)
+
+    attempt("seed", lambda: check_seed(seed))
+    attempt("speed", lambda: check_speed(speed))
+    words = TTSRequest(text=text or "", style=style or "", prompt_text=prompt_text or "")
+    attempt("text", lambda: normalise_fields(words, service.config))
+    if not errors:
+        form_values = (mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
+        attempt("mode", lambda: service.resolve(build_request(*form_values)))
+    return errors
+
+
+def form_note(
+    mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, style: str,
+    style_modes: Collection[str], saved: Collection[str],
+) -> str:  # fmt: skip
+    """The steps of ``mode`` and a sentence for each value the request will not use."""
+    form = MODE_FORMS.get(mode)
+    if form is None:
+        return ""
+    notes = []
+    if prompt_audio and not form.prompt_audio:
+        notes.append("已上传的参考音频在此模式下不使用 The uploaded recording is not used in this mode.")
+    if prompt_audio and form.prompt_audio and voice:
+        notes.append("将使用上传的录音，而不是列表中的音色 The uploaded recording is used, not the voice in the list.")
+    if (prompt_text or "").strip() and not form.transcript:
+        notes.append("参考音频文本在此模式下不使用 The prompt transcript is not used in this mode.")
+    if form.transcript and not prompt_audio and voice in saved and not (prompt_text or "").strip():
+        notes.append("将使用该音色保存时的文本 The transcript saved with this voice is used.")
+    if (style or "").strip() and not style_used(mode, style_modes):
+        notes.append("风格指令在此模式下不使用 The style instruction is not used in this mode.")
+    lines = [f"**操作步骤 Steps**：{form.steps}"] + [f"ⓘ {n}" for n in notes]
+    return "  \n".join(lines)

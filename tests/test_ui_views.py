@@ -1,0 +1,249 @@
+"""What the web UI shows, without a browser: bilingual messages with the form's labels,
+the mode-aware form, the dashboard's figures, tables and plots, admin sentences,
+download names. Real service (tone engine) and real stores under ``tmp_path``."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lib.config import load_config
+from lib.errors import (
+    ConflictError,
+    EngineError,
+    ForbiddenError,
+    NotAudioError,
+    PromptAudioError,
+    TTSError,
+    UnauthorizedError,
+    ValidationError,
+)
+from lib.phrases import PhraseFileError, expand, parse_phrases
+from lib.preload import preload
+from lib.request import TTSRequest
+from lib.service import TTSService
+from lib.ui.forms import FORM_FIELDS, MODE_FORMS, examples, form_errors, form_note, mode_choices
+from lib.ui.handlers import Handlers
+from lib.ui.messages import FIELD_LABELS, explain, explain_note, scrub_paths
+from lib.ui.plots import latency_plot
+from lib.ui.views import (
+    BADGE_COLOURS,
+    admin_sentence,
+    badge_html,
+    download_name,
+    stats_markdown,
+    style_notice,
+    tag_choices,
+    top_table,
+)
+
+CODE_NAMES = re.compile(r"\b(prompt_text|prompt_audio|zero_shot|cross_lingual)\b")
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[TTSService]:
+    svc = TTSService(load_config(env={}, overrides={"cache.dir": str(tmp_path / "cache"), "engine": "tone"}))
+    yield svc
+    svc.close()
+
+
+# -- messages -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "field", "chinese"),
+    [
+        (ValidationError("seed: must be a whole number from 0 to 4294967295, got 1.5"), "seed", "须为 0 到 4294967295"),
+        (ValidationError("speed: 3 is out of range; use 0.5 to 2.0"), "speed", "3 超出范围，请填 0.5 到 2.0"),
+        (ValidationError("text: is empty; type the words to speak"), "text", "为空"),
+        (ValidationError("text: is 501 characters, over the limit of 500; shorten it"), "text", "超过上限 500 字"),
+        (ValidationError("prompt_text: zero_shot mode needs the transcript of the prompt audio"), "prompt_text",
+         "零样本克隆需要参考音频里说的话"),
+        (ValidationError("mode: cross_lingual clones a prompt voice; upload prompt audio or pick a saved voice"),
+         "prompt_audio", "克隆模式需要参考音频"),
+        (ValidationError("style: instruct mode needs a style instruction, e.g. 'slow and calm'"), "style", "风格指令"),
+        (PromptAudioError("prompt audio is 0.40 s long; record at least 1 s of clear speech"), "prompt_audio",
+         "参考音频只有 0.40 秒，请至少录 1 秒"),
+        (NotAudioError("prompt audio is not decodable audio; upload a WAV, FLAC, OGG or MP3 recording of speech"),
+         "prompt_audio", "无法读取为音频"),
+        (ConflictError("voice name 'desk' is taken: choose another name, or (admin) replace it"), "voice_name",
+         "「desk」已被使用"),
+        (ValidationError("voice 'zh-female' is a preset voice; presets cannot be deleted"), None, "预置音色不能删除"),
+        (UnauthorizedError("only the admin may delete a saved voice: send the admin token (...)"), None,
+         "请填写管理员令牌"),
+        (ForbiddenError("the admin token is wrong; to clear, give the value of TTS_ADMIN_TOKEN"), None,
+         "管理员令牌不正确"),
+        (ValidationError("tag: give engine:model_version or voice:<fingerprint>"), "tag", "请从列表中选择"),
+        (EngineError("espeak-ng worker process failed; see the log"), None, "合成失败，未缓存任何内容"),
+        (PhraseFileError("list.json: phrases[2]: field 'voice': 'x' is not a voice"), None, "短语列表有误"),
+    ],
+)  # fmt: skip
+def test_every_message_is_bilingual_and_names_the_field_by_its_label(
+    error: TTSError, field: str | None, chinese: str
+) -> None:
+    message = explain(error)
+    assert message.field == field
+    assert chinese in message.text
+    assert str(error)[-20:] in message.text  # the English, which says how to fix it, is kept
+    if field is not None:
+        assert message.text.startswith(FIELD_LABELS[field] + "：")
+    assert not CODE_NAMES.search(message.text), message.text
+
+
+def test_uploaded_paths_are_named_by_their_file_name() -> None:
+    upload = "/tmp/gradio/3f9a0c1d2e4b5a6978877665544332211/hot phrases.json"
+    error = PhraseFileError(f"{upload}: phrases[0]: field \"prompt_audio\": file /tmp/gradio/3f9a0c1d2e4b5a6978877665544332211/voices/a.wav does not exist")  # noqa: E501
+    text = explain(error, paths=[upload]).text
+    assert "hot phrases.json: phrases[0]" in text and "file voices/a.wav does not exist" in text
+    assert "/tmp" not in text and "gradio" not in text
+    assert scrub_paths("file /var/tmp/gradio/0123456789abcdef0123/x.wav is bad") == "file x.wav is bad"
+
+
+def test_export_skip_reasons_are_bilingual() -> None:
+    note = "'hi' was spoken in an uploaded recording that is not a saved voice; save that recording"
+    assert explain_note(note).startswith("用未保存的上传录音合成，无法导出") and note in explain_note(note)
+    assert HAN.search(explain_note("something new"))
+
+
+# -- the form -----------------------------------------------------------------------------
+
+
+def test_modes_leave_room_for_more_and_follow_the_engine() -> None:
+    assert [v for _, v in mode_choices({"zero_shot", "cross_lingual", "instruct", "preset"})] == [
+        "preset", "zero_shot", "cross_lingual", "instruct"
+    ]  # fmt: skip
+    assert [v for _, v in mode_choices({"zero_shot", "instruct"})] == ["zero_shot", "instruct"]
+    assert not MODE_FORMS["preset"].prompt_audio and MODE_FORMS["zero_shot"].transcript
+    assert all("→" in form.steps and "Ctrl+Enter" in form.steps for form in MODE_FORMS.values())
+
+
+def test_examples_are_preset_voices_chinese_first_with_an_instruct_one() -> None:
+    presets = ["en-female", "en-male", "yue-female", "zh-female", "zh-male"]
+    rows, labels = examples(presets, {"preset", "instruct"})
+    assert [r[1] for r in rows[:5]] == ["zh-female", "zh-male", "en-female", "en-male", "yue-female"]
+    assert rows[0][0] == "preset" and HAN.search(rows[0][2]) and not HAN.search(rows[2][2])
+    assert ["instruct", "zh-female", "欢迎光临！", "开心"] in rows
+    assert len(labels) == len(rows) and labels[0].startswith("zh-female · ")
+    assert examples(presets, {"zero_shot"}) == ([], [])  # nothing to click without presets
+
+
+def test_notes_say_which_values_a_mode_will_not_use() -> None:
+    note = form_note("preset", "/tmp/p.wav", "zh-female", "a transcript", "开心", {"instruct"}, set())
+    assert "已上传的参考音频在此模式下不使用" in note and "参考音频文本在此模式下不使用" in note
+    assert "风格指令在此模式下不使用" in note and note.startswith("**操作步骤 Steps**")
+    assert "将使用该音色保存时的文本" in form_note("zero_shot", None, "desk", "", "", set(), {"desk"})
+    assert "ⓘ" not in form_note("instruct", None, "zh-female", "", "开心", {"instruct"}, set())
+
+
+def test_form_errors_list_every_field_at_once_with_the_api_rules(service: TTSService) -> None:
+    form = ("preset", None, "tone-low", "", "", "", 1.5, 3, "wav", True)
+    errors = form_errors(service, form)
+    assert set(errors) == {"seed", "speed", "text"}
+    assert "随机种子 Seed：" in str(errors["seed"]) and "语速 Speed：" in str(errors["speed"])
+    good = ("preset", None, "tone-low", "", "你好", "", 4, 1.25, "wav", True)
+    assert form_errors(service, good) == {}
+    assert set(form_errors(service, ("zero_shot", None, "tone-low", "", "你好", "", 0, 1.0, "wav", True))) == {
+        "prompt_audio"
+    }  # fmt: skip
+    verdicts = Handlers(service, Path("hot.json")).validate(*form, [])
+    assert len(verdicts) == len(FORM_FIELDS) + 1
+    assert [v["is_valid"] for v in verdicts][6:8] == [False, False] and verdicts[0]["is_valid"]
+    assert service.engine.calls == 0  # type: ignore[attr-defined]
+
+
+# -- results and the dashboard ----------------------------------------------------------------
+
+
+def test_badge_and_download_name() -> None:
+    assert badge_html("") == ""
+    for cache, colour in BADGE_COLOURS.items():
+        html = badge_html(cache)
+        assert f'data-cache="{cache}"' in html and colour in html and HAN.search(html)
+    assert download_name("zh-female", "请A023号顾客到3号窗口办理业务。", 3, "0123456789ab", "flac") == (
+        "zh-female_请A023号顾客到3号窗口办理业务_seed3_012345.flac"
+    )
+    assert download_name("", "  ?? ", 0, "abcdef", "wav") == "upload_text_seed0_abcdef.wav"
+
+
+def test_style_notice_lists_the_unknown_words() -> None:
+    assert style_notice({"ignored_style_words": []}) == ""
+    notice = style_notice({"ignored_style_words": ["grumpy", "紫色"]})
+    assert "「grumpy」、「紫色」" in notice and "Unknown style words ignored" in notice
+
+
+def test_top_phrases_are_grouped_by_text_and_voice_name() -> None:
+    rows = [
+        {"text": "欢迎光临", "voice": "zh-female", "seed": 0, "count": 5, "misses": 1},
+        {"text": "欢迎光临", "voice": "zh-female", "seed": 1, "count": 2, "misses": 1},
+        {"text": "欢迎光临", "voice": "desk", "count": 4, "misses": 1},
+        {"text": "Mind the gap", "voice": "", "count": 9, "misses": 1},
+    ]
+    table = top_table(rows)
+    assert table.values.tolist() == [
+        [9, 1, "Mind the gap", "上传的录音 uploaded recording"],
+        [7, 2, "欢迎光临", "zh-female"],
+        [4, 1, "欢迎光临", "desk"],
+    ]
+
+
+def test_the_dashboard_counts_preload_apart_from_users(service: TTSService, tmp_path: Path) -> None:
+    phrases = parse_phrases(
+        {"voices": {"v": "tone-low"}, "phrases": [{"text": "欢迎光临", "voice": "v", "seeds": [1, 2]}]},
+        base_dir=tmp_path,
+    )
+    preload(service, expand(phrases))
+    service.synthesise(TTSRequest(text="欢迎光临", voice="tone-low", seed=1))  # a user hit on a preloaded phrase
+    snap = service.snapshot()
+    text = stats_markdown(snap, ("最近 15 分钟 Last 15 min", 1.0, 1))
+    assert "1 命中 hits, 0 未命中 misses (100.0 % hit rate)" in text
+    assert "**预加载 Preload** (counted apart 单独统计): 2 生成 generated, 0 已缓存 already cached" in text
+    assert "**命中率 Hit rate, 最近 15 分钟 Last 15 min**: 100.0 % (1 次用户请求 user lookups)" in text
+    assert re.search(r"Engine time saved by hits\*\*: \d+\.\d s since start", text)
+
+
+def test_evict_choices_are_the_tags_in_the_cache_with_counts(service: TTSService) -> None:
+    for seed in (0, 1):
+        service.synthesise(TTSRequest(text="欢迎光临", voice="tone-low", seed=seed))
+    service.flush()
+    key = service.synthesise(TTSRequest(text="欢迎光临", voice="tone-low")).key
+    blob = service.store.get_blob(key)
+    assert blob is not None
+    service.store.put_blob("f" * 32, blob, tag="tone:tone-0", ttl=None)  # as an older model left it
+    assert service.dashboard.tags() == [(service.tag, 2), ("tone:tone-0", 1)]
+    choices = tag_choices(service.dashboard.tags(), service.tag)
+    assert choices[0] == (f"{service.tag} — 2 条 entries（当前 current model）", service.tag)
+    assert choices[1] == ("tone:tone-0 — 1 条 entries", "tone:tone-0")
+
+
+def test_admin_results_are_sentences() -> None:
+    assert admin_sentence("clear", {"removed": 3, "shared_removed": 0}) == (
+        "✔ 已清空缓存：删除 3 条。Cleared the cache: 3 entries removed."
+    )
+    assert "Removed 1 entry of model version `a:b`" in admin_sentence("evict", {"tag": "a:b", "removed": 1})
+    done = {"checked": 4, "corrupt_removed": 1, "repairs": ["fixed size"], "available": True}
+    verify = admin_sentence("verify", done)
+    assert "Checked 4 entries, removed 1 corrupt" in verify and "fixed size" in verify
+    assert "{" not in verify
+
+
+def test_latency_is_on_a_log_axis_with_hit_and_miss_apart() -> None:
+    now = 1_700_000_000.0
+    samples = [(now - 5, "miss", 1.8), (now - 4, "hit", 0.0001), (now - 3, "bypass", 0.5), (now - 2000, "hit", 0.001)]
+    plot = latency_plot(samples, 900, now)
+    assert plot is not None and plot.type == "altair"
+    spec: dict[str, Any] = json.loads(plot.plot)
+    assert spec["encoding"]["y"]["scale"] == {"type": "log"}
+    assert spec["encoding"]["x"]["type"] == "temporal" and spec["encoding"]["x"]["axis"]["labelOverlap"]
+    layer = spec["layer"][0]["encoding"]
+    assert layer["color"]["scale"]["range"][:2] == ["#15803d", "#b45309"]  # hit green, miss amber
+    assert layer["shape"]["scale"]["range"][:2] == ["circle", "square"]  # told apart without colour too
+    values = spec["data"]["values"]
+    assert [v["t"] for v in values] == [round((now - 5) * 1000), round((now - 4) * 1000), round((now - 3) * 1000)]
+    assert [round(v["ms"], 2) for v in values] == [1800.0, 0.1, 500.0]
+    assert latency_plot(samples, 1, now) is None
