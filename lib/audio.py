@@ -258,6 +258,8 @@ def _read(source: str | os.PathLike[str] | bytes, limits: PromptLimits) -> tuple
                 block = f.read(min(_BLOCK_FRAMES, cap + 1 - total), dtype="float64", always_2d=True)
                 if block.shape[0] == 0:
                     break
+                if block.shape[1] == 0:  # a header that lies about its channels after the check
+                    raise NotAudioError("prompt audio has no channels: export it again as mono or stereo")
                 blocks.append(block.mean(axis=1))
                 total += block.shape[0]
                 if block.shape[0] < _BLOCK_FRAMES and known is not None and total >= known:
