@@ -47,7 +47,7 @@ from lib.cache.singleflight import LocalFlights, lead_or_wait
 from lib.cache.tiers import Tiers
 from lib.config import AppConfig
 from lib.metrics import Metrics
-from lib.produce import Producer
+from lib.produce import OnChunk, Producer
 from lib.request import Resolved
 from lib.segments import split
 from lib.stats import Stats
@@ -58,9 +58,6 @@ __all__ = ["Composer", "Made", "OnChunk"]
 _LOGGER = logging.getLogger(__name__)
 
 #: Receives each finished stretch of a result (int16 PCM) as soon as it exists.
-OnChunk = Callable[[NDArray[Any]], None]
-
-
 @dataclass
 class Made:
     """How one answer was made."""
@@ -178,11 +175,10 @@ class Composer:
 
     def _build(self, r: Resolved, made: Made, on_chunk: OnChunk | None, *, use_cache: bool) -> CachedAudio:
         if not r.fields.finish:
-            # The engine's audio is the answer, under its own raw key (the old path).
-            entry, spent = self.producer.produce(r)
+            # The engine's audio is the answer, under its own raw key (the old path); a
+            # streamed answer comes as the engine streams it (CosyVoice2/3: every ~25 tokens).
+            entry, spent = self.producer.produce(r, on_chunk)
             made.spend(spent)
-            if on_chunk is not None:
-                on_chunk(entry.pcm)
             return entry
         finish = self.finish
         segments = split(r.fields.text, finish.max_chars)

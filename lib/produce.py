@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
-from lib.audio import check_engine_audio
+import numpy as np
+from numpy.typing import NDArray
+
+from lib.audio import check_engine_audio, float_to_int16
 from lib.cache.entry import CachedAudio
 from lib.cache.keys import model_tag
 from lib.config import AppConfig
@@ -22,7 +26,10 @@ from lib.request import Resolved
 from lib.stats import Stats
 from lib.voices import Voices
 
-__all__ = ["Producer"]
+__all__ = ["OnChunk", "Producer"]
+
+OnChunk = Callable[[NDArray[Any]], None]
+"""Receives each int16 chunk of a streamed answer as soon as it exists."""
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -38,8 +45,10 @@ class Producer:
         self.config = config
         self.tag = model_tag(engine.name, engine.model_version)
 
-    def produce(self, r: Resolved) -> tuple[CachedAudio, dict[str, float]]:
-        """A new entry for ``r`` and the milliseconds spent (``voice``, ``engine``)."""
+    def produce(self, r: Resolved, on_chunk: OnChunk | None = None) -> tuple[CachedAudio, dict[str, float]]:
+        """A new entry for ``r`` and the milliseconds spent (``voice``, ``engine``). With
+        ``on_chunk``, the engine's own stream is used and each chunk is passed on as it
+        comes; the entry is their concatenation, so what was streamed is what is cached."""
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         voice = self.voices.profile(r)
@@ -51,8 +60,12 @@ class Producer:
                 if not isinstance(self.engine, VoiceConverter):  # resolve refuses this first
                     raise EngineError(f"the {self.engine.name} engine cannot convert recordings")
                 synth = self.engine.convert(r.source.pcm, voice, seed=f.seed, speed=f.speed)
+                audio, info = synth.audio, dict(synth.info)
+            elif on_chunk is not None:
+                audio, info = self._stream(r, voice, on_chunk)
             else:
                 synth = self.engine.synthesise(f.text, voice, style=f.style, seed=f.seed, speed=f.speed, mode=f.mode)
+                audio, info = synth.audio, dict(synth.info)
         except TTSError:
             raise
         except Exception as exc:
@@ -66,7 +79,7 @@ class Producer:
             self.metrics.engine_calls.inc()
         self.metrics.engine_latency.observe(engine_seconds)
         timings["engine"] = round(engine_seconds * 1e3, 3)
-        pcm = check_engine_audio(synth.audio)
+        pcm = check_engine_audio(audio)
         now = time.time()
         meta: dict[str, Any] = {
             "created": now,
@@ -77,8 +90,23 @@ class Producer:
             "voice": f.voice,
             "mode": f.mode,
             "engine_seconds": round(engine_seconds, 4),
-            "info": dict(synth.info),
+            "info": info,
         }
         if self.config.cache.store_text and r.source is None:
             meta["text"] = f.text
         return CachedAudio.from_pcm(r.key, pcm, self.engine.sample_rate, meta), timings
+
+    def _stream(self, r: Resolved, voice: Any, on_chunk: OnChunk) -> tuple[NDArray[Any], dict[str, Any]]:
+        """The engine's stream, passed on chunk by chunk; a chunk with invalid samples
+        stops it before it is sent (the whole is checked again before it is stored)."""
+        f = r.fields
+        parts: list[NDArray[Any]] = []
+        for chunk in self.engine.stream(f.text, voice, style=f.style, seed=f.seed, speed=f.speed, mode=f.mode):
+            part = np.asarray(chunk, dtype=np.float32).reshape(-1)
+            if not np.all(np.isfinite(part)):
+                raise EngineError("the engine returned invalid samples (NaN or infinity); nothing was cached")
+            parts.append(part)
+            if part.size:
+                on_chunk(float_to_int16(part))
+        audio = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+        return audio, {"chunks": len(parts)}

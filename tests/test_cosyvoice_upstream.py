@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 from cosyvoice_code import ROOT, stack_missing, upstream_dir, upstream_missing, use_upstream
 
+from lib.audio import float_to_int16
 from lib.config import CosyVoiceConfig, load_config
 from lib.engines.base import VoiceConverter, VoiceProfile
 from lib.errors import PromptAudioError
@@ -391,6 +392,36 @@ def test_native_stream_joins_to_the_cached_audio(engines: dict[str, Any], tmp_pa
     assert again_cached.cache == "HIT"
     assert np.array_equal(again_cached.audio.pcm, streamed)
     svc.close()
+
+
+@needs_upstream
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_service_streams_natively_when_results_are_not_levelled(
+    engines: dict[str, Any], tmp_path: Path, family: str
+) -> None:
+    # With no loudness target and no tail, a one-sentence answer is the engine's audio
+    # untouched: the service passes on upstream's own chunks as they come and caches
+    # their concatenation.
+    from lib.service import TTSService
+
+    engine = engines[family]
+    config = load_config(overrides={"cache.dir": str(tmp_path / "cache"), "engine": "cosyvoice", "voices.prewarm": False})
+    # segments.loudness: null and segments.tail: 0 in config.yaml
+    config = dataclasses.replace(config, segments=dataclasses.replace(config.segments, loudness=None, tail=0.0))
+    svc = TTSService(config, engine=_Borrowed(engine, None))
+    fields = _fields("preset", seed=7)
+    voice = engine.preset_voice("preset-qwen")
+    native = list(engine.stream(LONG, voice, style="", seed=7, speed=1.0, mode="preset"))
+    try:
+        answer = svc.stream(TTSRequest(text=LONG, **fields))
+        streamed = list(answer.chunks)
+        assert answer.result().cache == "MISS"
+        hit = svc.synthesise(TTSRequest(text=LONG, **fields))
+    finally:
+        svc.close()
+    assert len(streamed) == len(native) >= 3
+    assert all(np.array_equal(a, float_to_int16(b)) for a, b in zip(streamed, native, strict=True))
+    assert hit.cache == "HIT" and np.array_equal(hit.audio.pcm, np.concatenate(streamed))
 
 
 @needs_upstream
