@@ -43,11 +43,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from lib.cli import config_from_args
+    from lib.compose.templates import load_templates
     from lib.errors import TTSError
     from lib.phrases import PhraseRules, expand, load_phrases
     from lib.preload import PreloadReport, preload
     from lib.service import TTSService
-    from lib.templates import load_templates
 
     if args.workers < 1:
         print("preload: --workers must be at least 1", file=sys.stderr)

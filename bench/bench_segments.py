@@ -24,12 +24,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from lib.compose.segments import split
+from lib.compose.templates import parse_templates
 from lib.config import load_config
 from lib.preload import preload
 from lib.request import TTSRequest
-from lib.segments import split
 from lib.service import TTSService
-from lib.templates import parse_templates
 from lib.textnorm import normalise_text
 
 #: 302 characters, 12 sentences: a station notice.

@@ -62,7 +62,7 @@ __all__ = [
 _LOGGER = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-_TOP_KEYS = {"version", "voices", "phrases", "templates"}  # templates: lib.templates
+_TOP_KEYS = {"version", "voices", "phrases", "templates"}  # templates: lib.compose.templates
 _VOICE_KEYS = {"preset", "prompt_audio", "prompt_text"}
 _PHRASE_KEYS = {"text", "voice", "style", "seed", "speed", "seeds", "styles"}
 
@@ -143,7 +143,7 @@ def load_phrases(path: str | Path, rules: PhraseRules | None = None) -> list[Phr
 
 def read_phrase_file(path: str | Path) -> Any:
     """The decoded JSON of a phrase file (size, encoding and syntax checked); the
-    phrases and the templates (:mod:`lib.templates`) are read from it."""
+    phrases and the templates (:mod:`lib.compose.templates`) are read from it."""
     file = Path(path)
     try:
         if file.stat().st_size > MAX_FILE_BYTES:

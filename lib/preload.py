@@ -1,6 +1,6 @@
 """Preload: make sure every request of a phrase list is cached, skipping what is
 (used by ``preload_cache.py`` and the web UI's Preload tab). A list's templates are
-preloaded as their pieces (:meth:`lib.templates.Template.pieces`): each piece counts as
+preloaded as their pieces (:meth:`lib.compose.templates.Template.pieces`): each piece counts as
 one request in the report."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lib.access import LOCAL, Action, Caller, check
+from lib.compose.templates import Template
 from lib.errors import TTSError, ValidationError
 from lib.phrases import PhraseRequest
-from lib.templates import Template
 
 if TYPE_CHECKING:
     from lib.service import TTSService

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from lib.assemble import Finish
 from lib.audio import PromptAudio
 from lib.cache.keys import KeyFields, voice_id
+from lib.compose.assemble import Finish
+from lib.compose.segments import split
 from lib.config import AppConfig
 from lib.engines.base import can_convert
 from lib.errors import NotFoundError, ValidationError
 from lib.request import CONVERT, ConvertRequest, PromptSource, Resolved, TTSRequest
-from lib.segments import split
 from lib.textnorm import cut_text
 from lib.validate import check_format, check_seed, check_speed, check_ttl, normalise_fields
 

@@ -3,8 +3,8 @@
 ``TTSService.synthesise`` (and ``stream``, the same answer as chunks) is the one path
 every request takes (web UI, HTTP API, preload): resolve and validate
 (:mod:`lib.resolve`), look up memory -> disk (-> shared) (:mod:`lib.cache.tiers`),
-compose a template's answer from cached pieces (:mod:`lib.templatebook`), and on a miss
-make the result from sentence segments (:mod:`lib.compose`), each run by the engine
+compose a template's answer from cached pieces (:mod:`lib.compose.templatebook`), and on a miss
+make the result from sentence segments (:mod:`lib.compose.composer`), each run by the engine
 (:mod:`lib.produce`) once per key across threads and processes
 (:mod:`lib.cache.singleflight`), never caching a failure. The roles live in their own
 modules; this one wires them and routes.
@@ -29,7 +29,10 @@ from lib.cache.leases import Leases, Renewer
 from lib.cache.stores import LocalStores
 from lib.cache.tiers import Tiers
 from lib.cache.writer import Writer
-from lib.compose import Composer, Made, OnChunk
+from lib.compose.composer import Composer, Made, OnChunk
+from lib.compose.refine import Refiner
+from lib.compose.templatebook import TemplateBook
+from lib.compose.templates import Template
 from lib.config import AppConfig, default_config_path, load_config
 from lib.dashboard import Dashboard
 from lib.engines import Engine, create_engine
@@ -38,14 +41,11 @@ from lib.files import ResultFiles
 from lib.metrics import Metrics
 from lib.produce import Producer
 from lib.recording import AnyRequest, Recorder
-from lib.refine import Refiner
 from lib.request import ConvertRequest, PromptSource, Resolved, TTSRequest
 from lib.resolve import Resolver
 from lib.results import SynthesisResult
 from lib.stats import Stats
 from lib.streaming import StreamAnswer, StreamJobs
-from lib.templatebook import TemplateBook
-from lib.templates import Template
 from lib.upgrade import Readiness
 from lib.voices import Voices
 from lib.voices.library import VoiceLibrary
@@ -126,7 +126,7 @@ class TTSService:
         )  # fmt: skip
         self.flights = self.composer.flights
         self.templates = TemplateBook.configured(config, self.resolver.resolve, self.composer.finish)
-        """The templates this service composes answers from (lib.templatebook)."""
+        """The templates this service composes answers from (lib.compose.templatebook)."""
         self.refiner = Refiner(
             lambda r: self.composer.make(r), on_event=lambda event: self.metrics.refines.labels(event).inc()
         )
@@ -139,7 +139,7 @@ class TTSService:
 
     # -- the request path ---------------------------------------------------------------
     # Routing only: a hit, a template composed from pieces, or a miss made from segments
-    # (lib.compose). Texts of one segment with nothing to finish take the old path.
+    # (lib.compose.composer). Texts of one segment with nothing to finish take the old path.
 
     def synthesise(self, request: TTSRequest) -> SynthesisResult:
         """Answer one request from the cache or the engine. Raises :class:`TTSError`."""

@@ -4,7 +4,7 @@ one that sends it, and the byte formats a stream is sent in.
 The result is made by a thread of its own (:class:`StreamJobs`), never by the one that
 sends it: a client that goes away stops reading, but the segments already started are
 finished and stored, and so is the whole result. What is sent is exactly what is
-stored: the chunks join to the cached result bit for bit (:class:`lib.assemble.Joiner`).
+stored: the chunks join to the cached result bit for bit (:class:`lib.compose.assemble.Joiner`).
 
 Formats: ``wav`` (a WAV header whose sizes say "unknown", 0xFFFFFFFF, then PCM as it
 comes: players and libsndfile read it), ``pcm`` (raw 16-bit little-endian mono; the rate

@@ -405,7 +405,8 @@ def test_the_service_streams_natively_when_results_are_not_levelled(
     from lib.service import TTSService
 
     engine = engines[family]
-    config = load_config(overrides={"cache.dir": str(tmp_path / "cache"), "engine": "cosyvoice", "voices.prewarm": False})
+    overrides = {"cache.dir": str(tmp_path / "cache"), "engine": "cosyvoice", "voices.prewarm": False}
+    config = load_config(overrides=overrides)
     # segments.loudness: null and segments.tail: 0 in config.yaml
     config = dataclasses.replace(config, segments=dataclasses.replace(config.segments, loudness=None, tail=0.0))
     svc = TTSService(config, engine=_Borrowed(engine, None))

@@ -79,7 +79,7 @@ def test_pinned_key_of_a_finished_result() -> None:
     """A finished result (segments joined, loudness, tail) adds the assembly recipe as an
     eleventh element; raw engine output keeps the ten-element form above, so entries
     made before segments existed are reused as segments."""
-    from lib.assemble import Finish
+    from lib.compose.assemble import Finish
 
     recipe = Finish().recipe
     assert recipe == '{"lufs":-16.0,"max":80,"pause":[0.3,0.15],"tail":0.2,"v":[1,1],"xf":0.01}'

@@ -16,8 +16,8 @@ import httpx
 import pytest
 from conftest import REPO
 
+from lib.compose.templates import load_templates
 from lib.phrases import load_phrases
-from lib.templates import load_templates
 
 pytestmark = pytest.mark.slow
 

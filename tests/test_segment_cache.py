@@ -11,14 +11,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lib.assemble import to_float, unit_loudness
 from lib.cache.keys import KeyFields
+from lib.compose.assemble import to_float, unit_loudness
+from lib.compose.loudness import integrated_loudness
+from lib.compose.segments import split
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.errors import EngineError
-from lib.loudness import integrated_loudness
 from lib.request import TTSRequest
-from lib.segments import split
 from lib.service import TTSService
 
 PARAGRAPH = "第一句话说的是天气。第二句话说的是交通！第三句话说的是时间？第四句话说的是地点。"

@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from lib.assemble import Finish, Joiner, to_float, trim
 from lib.audio import float_to_int16
-from lib.loudness import PEAK_CEILING_DB, integrated_loudness, k_weighting, limit, normalise
-from lib.readings import number, read
-from lib.segments import split
+from lib.compose.assemble import Finish, Joiner, to_float, trim
+from lib.compose.loudness import PEAK_CEILING_DB, integrated_loudness, k_weighting, limit, normalise
+from lib.compose.readings import number, read
+from lib.compose.segments import split
 
 RATE = 22_050
 

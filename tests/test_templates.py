@@ -16,16 +16,16 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from lib.assemble import to_float
+from lib.compose.assemble import to_float
+from lib.compose.loudness import integrated_loudness
+from lib.compose.templates import load_templates, parse_templates
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.errors import ConfigError
-from lib.loudness import integrated_loudness
 from lib.phrases import PhraseFileError, load_phrases
 from lib.preload import preload
 from lib.request import TTSRequest
 from lib.service import TTSService
-from lib.templates import load_templates, parse_templates
 
 TICKET = {
     "template": "请{ticket}号顾客到{window}号窗口办理业务。",

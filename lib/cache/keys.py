@@ -9,7 +9,7 @@ Two kinds of entry share the schema. Raw engine output (a short text before segm
 existed, a sentence segment, a template piece) has ``finish == ""`` and exactly the key
 it had in schema 1, so entries made before segments existed are reused as segments. A
 *finished* result (assembled from segments, with a loudness target and a tail) adds the
-assembly recipe (:attr:`lib.assemble.Finish.recipe`) as an eleventh element: a new
+assembly recipe (:attr:`lib.compose.assemble.Finish.recipe`) as an eleventh element: a new
 namespace of keys that cannot collide with the ten-element ones, so the version number
 did not need to move.
 """

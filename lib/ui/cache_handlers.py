@@ -11,11 +11,11 @@ from typing import Any
 
 import gradio as gr
 
+from lib.compose.templates import load_templates
 from lib.errors import TTSError
 from lib.export import export_phrases
 from lib.phrases import PhraseRules, expand, load_phrases
 from lib.preload import PreloadReport, preload
-from lib.templates import load_templates
 from lib.textnorm import cut_fields
 from lib.ui.base import HandlerBase
 from lib.ui.messages import explain, explain_note, scrub_paths

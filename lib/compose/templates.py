@@ -16,7 +16,7 @@ windows is 3 fixed parts + 36 characters + 10 numbers, not 260,000 sentences::
 
 A slot has a ``pattern`` (a regular expression a value must match whole), ``values``
 (the values to preload; each must match the pattern when both are given), or both, and
-``read``: ``characters``, ``number`` or ``text`` (default; see :mod:`lib.readings`).
+``read``: ``characters``, ``number`` or ``text`` (default; see :mod:`lib.compose.readings`).
 Optional per template: ``style``, ``seed``, ``speed`` (as for phrases), ``language``
 (``zh`` or ``en``: how digits are read; default ``zh`` when the template has Han text)
 and ``refine`` (after a composed answer, synthesise the whole sentence in the background
@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lib.compose.readings import LANGUAGES, READS, is_number, read
 from lib.errors import ValidationError
 from lib.phrases import PhraseFileError, PhraseRules, parse_voices, read_phrase_file
-from lib.readings import LANGUAGES, READS, is_number, read
 from lib.request import TTSRequest
 from lib.textnorm import cut_text
 from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED, check_seed, check_speed

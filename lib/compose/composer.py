@@ -4,11 +4,11 @@ The path, for a request whose whole result is not cached:
 
 1. The result's key gets a single-flight (in this process, then a lease across
    processes): one thread anywhere makes it, the others wait and get it.
-2. The leader splits the text into segments (:mod:`lib.segments`). Each segment is a
+2. The leader splits the text into segments (:mod:`lib.compose.segments`). Each segment is a
    request of its own (same voice, style, seed, speed; only the text differs, so a
    sentence reused anywhere has the same key): looked up, or synthesised under its own
    single-flight and stored. An edited paragraph costs only its new sentences.
-3. Each segment is finished and joined as it comes (:mod:`lib.assemble`), and handed
+3. Each segment is finished and joined as it comes (:mod:`lib.compose.assemble`), and handed
    to ``on_chunk`` at once, which is how an answer streams; the joined whole is stored
    under the result's key, so a repeated paragraph is one lookup.
 
@@ -39,19 +39,19 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from lib.assemble import Finish, Joiner, to_float, trim, unit_loudness
 from lib.audio import float_to_int16
 from lib.cache.entry import CachedAudio
 from lib.cache.leases import NO_LEASE, Lease, Leases, Renewer
 from lib.cache.singleflight import LocalFlights, lead_or_wait
 from lib.cache.tiers import Tiers
+from lib.compose.assemble import Finish, Joiner, to_float, trim, unit_loudness
+from lib.compose.segments import split
+from lib.compose.templatebook import Match
 from lib.config import AppConfig
 from lib.metrics import Metrics
 from lib.produce import OnChunk, Producer
 from lib.request import Resolved
-from lib.segments import split
 from lib.stats import Stats
-from lib.templatebook import Match
 
 __all__ = ["Composer", "Made", "OnChunk"]
 

@@ -1,8 +1,8 @@
 """How pieces of engine audio become one result: trimming, loudness, pauses, crossfades
 and the tail of silence.
 
-A result is made of *units*: the sentence segments of a text (:mod:`lib.segments`), or
-one template sentence composed from its pieces (:mod:`lib.templates`). Each unit is
+A result is made of *units*: the sentence segments of a text (:mod:`lib.compose.segments`), or
+one template sentence composed from its pieces (:mod:`lib.compose.templates`). Each unit is
 trimmed of the silence the engine left at its edges (so that the pauses are the ones
 configured, not the engine's), brought to the loudness target on its own (so a quiet
 sentence next to a loud one is not left quiet, and so that a unit can be finished, and
@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from lib.compose.loudness import integrated_loudness, normalise
+from lib.compose.segments import SPLIT_VERSION
 from lib.config import AppConfig
-from lib.loudness import integrated_loudness, normalise
-from lib.segments import SPLIT_VERSION
 
 __all__ = ["ASSEMBLY_VERSION", "Finish", "Joiner", "to_float", "trim", "unit_loudness"]
 

@@ -23,13 +23,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lib.assemble import Finish
 from lib.cache.keys import KeyFields
+from lib.compose.assemble import Finish
+from lib.compose.segments import split
+from lib.compose.templates import Template, fixed_piece, load_templates
 from lib.config import AppConfig
 from lib.errors import ConfigError, TTSError
 from lib.request import Resolved, TTSRequest
-from lib.segments import split
-from lib.templates import Template, fixed_piece, load_templates
 from lib.textnorm import cut_text
 from lib.validate import check_text
 
