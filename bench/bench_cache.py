@@ -27,6 +27,7 @@ from lib.request import TTSRequest
 from lib.service import TTSService
 
 CLIP_TEXT = "x" * 50  # 50 chars x 0.1 s = a 5 s clip
+POLICY: str | None = None  # --policy: cache.eviction_policy (None: the default)
 
 
 def _service(cache_dir: str, memory: bool) -> tuple[TTSService, ToneEngine]:
@@ -34,6 +35,8 @@ def _service(cache_dir: str, memory: bool) -> tuple[TTSService, ToneEngine]:
     overrides: dict[str, Any] = {"engine": "tone", "cache.dir": cache_dir, "voices.prewarm": False}
     if not memory:
         overrides["cache.memory_bytes"] = 0
+    if POLICY is not None:
+        overrides["cache.eviction_policy"] = POLICY
     return TTSService(load_config(env={}, overrides=overrides), engine), engine
 
 
@@ -120,9 +123,12 @@ def bench_scale(runs: int, n: int, sizes: tuple[int, ...]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs (a smoke test)")
+    parser.add_argument("--policy", help="cache.eviction_policy to measure (default: the configured default)")
     args = parser.parse_args()
+    global POLICY
+    POLICY = args.policy
     runs, n = (2, 200) if args.quick else (5, 1000)
-    print(f"bench_cache: {time.strftime('%Y-%m-%d')}, python {sys.version.split()[0]}")
+    print(f"bench_cache: {time.strftime('%Y-%m-%d')}, python {sys.version.split()[0]}, policy {POLICY or 'default'}")
     bench_tiers(runs, n)
     bench_miss_overhead(runs, 50 if args.quick else 200)
     bench_scale(runs, n, (1_000, 10_000 if args.quick else 100_000))
