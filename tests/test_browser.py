@@ -192,6 +192,9 @@ def synthesise(page: Page) -> str:
     page.evaluate("document.querySelector('#cache-badge-value')?.remove()")
     page.locator("#generate").click()
     expect(badge(page)).to_have_attribute("data-cache", re.compile("HIT|MISS|BYPASS"), timeout=60_000)
+    # Played live, the badge comes with the first sentence; the request ends with the
+    # details of the whole (its last update), which a next step must not race.
+    expect(page.locator("#result-details")).not_to_contain_text("生成中", timeout=60_000)
     return str(badge(page).get_attribute("data-cache"))
 
 
