@@ -27,6 +27,7 @@ from fastapi import FastAPI
 from lib.api import create_app as create_api
 from lib.audio import FORMATS
 from lib.cli import add_config_flags, config_from_args
+from lib.engines.base import can_convert
 from lib.errors import TTSError
 from lib.service import TTSService
 from lib.ui.forms import (
@@ -80,7 +81,7 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
     service, engine = h.service, h.service.engine
     live_ok = live_playback_available()
     presets = engine.presets()
-    modes = mode_choices(engine.modes)
+    modes = mode_choices(engine.modes, converts=can_convert(engine))
     first_mode = "preset" if "preset" in engine.modes else modes[0][1]
     first_voice = default_voice(presets) if first_mode == "preset" else None
     first = MODE_FORMS[first_mode]
@@ -93,9 +94,14 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
                 voice_choices(service.list_voices()), value=first_voice, label=first.voice_label, elem_id="voice",
                 allow_custom_value=True, render=False,  # custom: voices saved after start are valid from any client
             )  # fmt: skip
+            source = gr.Audio(
+                sources=["upload", "microphone"], type="filepath", elem_id="source-audio", render=False,
+                label=f"源录音 Source recording: the speech to convert (up to {service.config.prompt.max_seconds:g} s)",
+                visible=first.source,
+            )  # fmt: skip
             prompt_audio = gr.Audio(
                 sources=["upload", "microphone"], type="filepath", elem_id="prompt-audio", render=False,
-                label="参考音频 Prompt audio (3–10 s of one person speaking)", visible=first.prompt_audio,
+                label=first.prompt_label, visible=first.prompt_audio,
             )  # fmt: skip
             prompt_text = gr.Textbox(
                 label="参考音频文本 Prompt transcript (exactly what the recording says)",
@@ -116,7 +122,7 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
                     rows, inputs=[mode, voice, text, style], example_labels=labels, elem_id="examples",
                     label="示例：点一下即可试听 Examples: one click to hear a voice", examples_per_page=8,
                 )  # fmt: skip
-            for field in (voice, prompt_audio, prompt_text, text, style):
+            for field in (source, voice, prompt_audio, prompt_text, text, style):
                 field.render()  # below the examples, which need them first
             with gr.Row():
                 seed = gr.Number(value=0, label=f"随机种子 Seed (0–{MAX_SEED})", elem_id="seed", scale=2)
@@ -129,6 +135,7 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
                 use_cache = gr.Checkbox(value=True, label="使用缓存 Use cache", elem_id="use-cache")
         with gr.Column(scale=2, min_width=320, elem_id="result-panel"):
             generate = gr.Button("合成 Synthesise", variant="primary", size="lg", elem_id="generate")
+            convert = gr.Button("变声 Convert", variant="primary", size="lg", elem_id="convert", visible=False)
             message = gr.HTML(elem_id="result-message", js_on_load=None)
             badge = gr.HTML(elem_id="cache-badge", js_on_load=None)
             notice = gr.Markdown(visible=False, elem_id="style-notice", elem_classes="ui-notice")
@@ -149,19 +156,22 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
         ]  # fmt: skip
 
     form = [mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache]
+    convert_form = [source, prompt_audio, voice, seed, speed, fmt, use_cache]
 
-    def request_chain(trigger: Any, api_name: str | None, *, streamed: bool) -> None:
+    def request_chain(trigger: Any, api_name: str | None, *, streamed: bool, converts: bool = False) -> None:
         """First clear the result (and list the form's problems), then run: whole, or
-        played live sentence by sentence (``streamed``) into the live player."""
+        played live sentence by sentence (``streamed``) into the live player; or convert
+        the source recording (``converts``), with the same outputs."""
         shown = [output, badge, details, notice, history]
         cleared = [output, badge, details, notice, message]
+        inputs = convert_form if converts else form
+        run_it = h.convert if converts else h.synthesise_live if streamed else h.synthesise
         run = trigger(
-            h.clear_result_live if live_ok else h.clear_result, inputs=form,
-            outputs=[*cleared, live] if live_ok else cleared,
+            h.clearer(converts, live=live_ok), inputs=inputs, outputs=[*cleared, live] if live_ok else cleared,
             queue=False, show_progress="hidden", api_visibility="private", js=SHOW_RESULT,
         ).then(
-            h.synthesise_live if streamed else h.synthesise, inputs=[*form, history],
-            outputs=[live, *shown] if streamed else shown, validator=h.validate, show_progress_on=[output],
+            run_it, inputs=[*inputs, history], outputs=[live, *shown] if streamed else shown,
+            validator=h.validate_convert if converts else h.validate, show_progress_on=[output],
             concurrency_limit=4, api_name=api_name, api_visibility="public" if api_name else "private",
         )  # fmt: skip
         run.success(h.history_view, inputs=history, outputs=players, api_visibility="private")
@@ -173,12 +183,14 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
     if live_ok:
         request_chain(generate.click, "synthesise_live", streamed=True)
     request_chain(text.submit, None, streamed=live_ok)  # Shift+Enter in the text box
+    request_chain(convert.click, "convert", streamed=False, converts=True)
     if examples_shown is not None:
         request_chain(examples_shown.load_input_event.then, None, streamed=live_ok)
     dice.click(h.roll_seed, outputs=seed, api_visibility="private")
     note_inputs = [mode, prompt_audio, voice, prompt_text, style]
     mode.change(
-        h.mode_form, inputs=note_inputs, outputs=[prompt_audio, prompt_text, voice, style, steps],
+        h.mode_form, inputs=note_inputs,
+        outputs=[prompt_audio, prompt_text, voice, style, steps, source, text, generate, convert],
         api_visibility="private", show_progress="hidden",
     )  # fmt: skip
     # The transcript and style are hidden in the modes that ignore them, so only a mode

@@ -3,7 +3,8 @@ one-click examples, and the form -> :class:`TTSRequest` mapping with its validat
 
 Validation runs the service's own rules (:mod:`lib.validate` and the resolver), so the
 form refuses exactly what the HTTP API refuses, with the message at the field.
-Adding a mode (e.g. a convert mode) means one more :class:`ModeForm` entry.
+Adding a mode means one more :class:`ModeForm` entry; the convert mode (speech to
+speech) has its own request and checks in :mod:`lib.ui.convert`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, Protocol
 
 from lib.config import AppConfig
 from lib.errors import TTSError, ValidationError
-from lib.request import Resolved, TTSRequest
+from lib.request import CONVERT, Resolved, TTSRequest
 from lib.ui.messages import MODE_NAMES, UIMessage, explain
 from lib.validate import check_seed, check_speed, normalise_fields
 
@@ -48,6 +49,10 @@ class ModeForm:
     """Whether the prompt transcript is shown (and needed)."""
     voice_label: str
     steps: str
+    source: bool = False
+    """Whether the source recording (convert mode) is shown; the text, transcript and
+    style are not, since a conversion speaks the source's words."""
+    prompt_label: str = "参考音频 Prompt audio (3–10 s of one person speaking)"
 
 
 MODE_FORMS: dict[str, ModeForm] = {
@@ -73,6 +78,13 @@ MODE_FORMS: dict[str, ModeForm] = {
             "① 选择音色或上传参考音频 Pick a voice or upload a recording → ② 填写风格指令，如「慢一点，开心」"
             " Give a style such as 'slow, happy' → ③ 输入文本 Type the text → ④ 合成 Synthesise (Ctrl+Enter)",
         ),
+        ModeForm(
+            "convert", True, False, "或选择目标音色 Or pick the target voice (preset or saved)",
+            "① 上传或录制要变声的源录音 Upload or record the recording to convert → ② 上传或录制目标音色，或选择"
+            "预置/已存音色 Upload or record the target voice, or pick a preset or saved one → ③ 变声 Convert "
+            "(Ctrl+Enter)",
+            source=True, prompt_label="目标音色录音 Target voice recording (3–10 s of one person speaking)",
+        ),
     )
 }  # fmt: skip
 
@@ -92,9 +104,10 @@ class Resolving(Protocol):
     def resolve(self, request: TTSRequest) -> Resolved: ...
 
 
-def mode_choices(engine_modes: Collection[str]) -> list[tuple[str, str]]:
-    """(label, value) of the modes this engine serves, in the form's order."""
-    return [(MODE_NAMES[m], m) for m in MODE_FORMS if m in engine_modes]
+def mode_choices(engine_modes: Collection[str], converts: bool = False) -> list[tuple[str, str]]:
+    """(label, value) of the modes this engine serves, in the form's order; the convert
+    mode only when the engine can convert (:func:`lib.engines.base.can_convert`)."""
+    return [(MODE_NAMES[m], m) for m in MODE_FORMS if m in engine_modes or (m == CONVERT and converts)]
 
 
 def voice_choices(voices: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
@@ -166,6 +179,8 @@ def build_request(
     from the list when no audio is given."""
     if mode not in MODE_FORMS:
         raise ValidationError(f"mode: {mode!r} is not a mode; pick one of the modes above")
+    if mode == CONVERT:
+        raise ValidationError("mode: convert mode converts a recording; use the Convert button (API: /convert)")
     voice = (voice or "").strip() or None
     if mode == "preset":
         if voice is None:

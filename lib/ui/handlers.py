@@ -18,10 +18,11 @@ import gradio as gr
 
 from lib.audio import encode, wav_bytes
 from lib.errors import TTSError
-from lib.request import TTSRequest
+from lib.request import ConvertRequest, TTSRequest
 from lib.results import SynthesisResult
 from lib.ui.base import error_html
 from lib.ui.cache_handlers import CacheHandlers
+from lib.ui.convert import CONVERT_FIELDS, build_convert_request, check_source, convert_errors
 from lib.ui.forms import (
     FORM_FIELDS,
     MODE_FORMS,
@@ -32,7 +33,7 @@ from lib.ui.forms import (
     style_used,
     voice_choices,
 )
-from lib.ui.messages import explain
+from lib.ui.messages import MODE_NAMES, explain
 from lib.ui.views import (
     HistoryItem,
     badge_html,
@@ -61,6 +62,11 @@ def live_playback_available() -> bool:
     return shutil.which("ffmpeg") is not None
 
 
+def _words(req: TTSRequest | ConvertRequest) -> str:
+    """What a result says, for its file name and history label (a conversion has no text)."""
+    return req.text if isinstance(req, TTSRequest) else MODE_NAMES["convert"]
+
+
 def _verdict(check: Callable[[], object]) -> dict[str, Any]:
     try:
         check()
@@ -83,9 +89,13 @@ class Handlers(CacheHandlers):
             message = error_html(["请修正以下输入 Please fix:", *(str(m) for m in errors.values())])
         return None, "", "", gr.update(value="", visible=False), message
 
-    def clear_result_live(self, *form: Any) -> tuple[Any, ...]:
-        """:meth:`clear_result`, and the live player emptied too."""
-        return (*self.clear_result(*form), None)
+    def clearer(self, converts: bool, *, live: bool) -> Callable[..., tuple[Any, ...]]:
+        """The first step of a Synthesise or Convert request: :meth:`clear_result` or
+        :meth:`clear_convert`, and with ``live`` the live player emptied too."""
+        clear = self.clear_convert if converts else self.clear_result
+        if not live:
+            return clear
+        return lambda *form: (*clear(*form), None)
 
     def validate(self, *values: Any) -> list[dict[str, Any]]:
         """The Synthesise event's validator: a verdict per input (the form fields, then
@@ -131,9 +141,40 @@ class Handlers(CacheHandlers):
             self.fail("synth", request, explain(exc, paths=[prompt_audio]))
         yield gr.skip(), *self._shown(req, result, name, path, history)
 
-    def _file(self, req: TTSRequest, result: SynthesisResult, fmt: str) -> tuple[str, Path]:
+    # -- convert (speech to speech) -------------------------------------------------------
+
+    def clear_convert(self, *form: Any) -> tuple[None, str, str, Any, str]:
+        """:meth:`clear_result` for the Convert event: its form's problems, all listed."""
+        errors = convert_errors(self.service, form[: len(CONVERT_FIELDS)]) if form else {}
+        message = error_html(["请修正以下输入 Please fix:", *(str(m) for m in errors.values())]) if errors else ""
+        return None, "", "", gr.update(value="", visible=False), message
+
+    def validate_convert(self, *values: Any) -> list[dict[str, Any]]:
+        """The Convert event's validator: a verdict per input (the form, then the history)."""
+        errors = convert_errors(self.service, values[: len(CONVERT_FIELDS)])
+        verdicts = [gr.validate(name not in errors, str(errors.get(name, ""))) for name in CONVERT_FIELDS]
+        return verdicts + [gr.validate(True, "") for _ in values[len(CONVERT_FIELDS) :]]
+
+    def convert(
+        self, source: str | None, prompt_audio: str | None, voice: str | None, seed: Any, speed: Any, fmt: str,
+        use_cache: bool, history: list[HistoryItem] | None, request: gr.Request,
+        progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio injects it by this default
+    ) -> tuple[str, str, str, Any, list[HistoryItem]]:  # fmt: skip
+        """The source recording's words in the target voice (``/convert``): through the
+        same cache and single flight as a synthesis; the same outputs."""
+        progress(0.1, desc="变声中 Converting…")
+        try:
+            req = build_convert_request(source, prompt_audio, voice, seed, speed, fmt, use_cache)
+            check_source(self.service, req.source_audio)
+            result = self.service.convert(req)
+            name, path = self._file(req, result, fmt)
+        except TTSError as exc:
+            self.fail("synth", request, explain(exc, paths=[source, prompt_audio]))
+        return self._shown(req, result, name, path, history)
+
+    def _file(self, req: TTSRequest | ConvertRequest, result: SynthesisResult, fmt: str) -> tuple[str, Path]:
         """The result as a private file named by what it is (voice, text, seed)."""
-        name = download_name(req.voice or "", req.text, req.seed, result.key, fmt)
+        name = download_name(req.voice or "", _words(req), req.seed, result.key, fmt)
         if fmt == "wav":
             data = result.wav
         elif result.cache == "COMPOSED":
@@ -145,13 +186,14 @@ class Handlers(CacheHandlers):
 
     @staticmethod
     def _shown(
-        req: TTSRequest, result: SynthesisResult, name: str, path: Path, history: list[HistoryItem] | None
-    ) -> tuple[str, str, str, Any, list[HistoryItem]]:
+        req: TTSRequest | ConvertRequest, result: SynthesisResult, name: str, path: Path,
+        history: list[HistoryItem] | None,
+    ) -> tuple[str, str, str, Any, list[HistoryItem]]:  # fmt: skip
         """Result file, badge, details, style notice, and the history with this result first."""
         notice = style_notice(result.info)
         item: HistoryItem = {
             "path": str(path),
-            "label": history_label(result.cache, req.voice or "", req.text, req.seed),
+            "label": history_label(result.cache, req.voice or "", _words(req), req.seed),
         }
         kept = [h for h in (history or []) if h.get("path") != item["path"]]
         return (
@@ -187,12 +229,15 @@ class Handlers(CacheHandlers):
 
     def mode_form(
         self, mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, style: str
-    ) -> tuple[Any, Any, Any, Any, str]:
-        """Show the fields ``mode`` uses, hide the others; the steps and notes line."""
+    ) -> tuple[Any, ...]:
+        """Show the fields ``mode`` uses, hide the others; the steps and notes line. In
+        convert mode the source recording and the Convert button replace the text and
+        the Synthesise button. Updates of: prompt audio, transcript, voice, style, steps,
+        source, text, Synthesise button, Convert button."""
         form = MODE_FORMS.get(mode, MODE_FORMS["preset"])
         engine = self.service.engine
         uses_style = style_used(mode, engine.style_modes)
-        if form.transcript or (form.prompt_audio and mode != "instruct"):
+        if form.transcript or (form.prompt_audio and mode not in ("instruct", "convert")):
             # the clone modes take a saved voice, never a preset
             voice = None if voice and self.service.is_preset(voice) else voice
         elif not voice:
@@ -201,11 +246,15 @@ class Handlers(CacheHandlers):
             "（必填 required）" if mode == "instruct" else "（可选 optional, e.g. 'slow, calm' / '开心'）"
         )
         return (
-            gr.update(visible=form.prompt_audio),
+            gr.update(visible=form.prompt_audio, label=form.prompt_label),
             gr.update(visible=form.transcript),
             gr.update(label=form.voice_label, value=voice),
-            gr.update(visible=uses_style, label=style_label),
+            gr.update(visible=uses_style and not form.source, label=style_label),
             self.form_note(mode, prompt_audio, voice, prompt_text, style),
+            gr.update(visible=form.source),
+            gr.update(visible=not form.source),
+            gr.update(visible=not form.source),
+            gr.update(visible=form.source),
         )
 
     def form_note(self, mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, style: str) -> str:

@@ -36,6 +36,7 @@ FIELD_LABELS = {
     "text": "合成文本 Text to speak",
     "prompt_text": "参考音频文本 Prompt transcript",
     "prompt_audio": "参考音频 Prompt audio",
+    "source_audio": "源录音 Source recording",
     "style": "风格指令 Style",
     "seed": "随机种子 Seed",
     "speed": "语速 Speed",
@@ -62,6 +63,7 @@ _IN_TEXT = {
     "cross_lingual": "cross-lingual clone",
     "prompt_text": "prompt transcript",
     "prompt_audio": "prompt audio",
+    "source_audio": "source audio",
 }
 
 # (pattern on the English message without its field prefix, Chinese sentence). The
@@ -78,6 +80,19 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
         (r"^must be text", "须为文字"),
         (r"zero_shot mode needs the transcript", "零样本克隆需要参考音频里说的话（逐字填写）"),
         (r"instruct mode needs a style instruction", "指令控制需要风格指令，例如「慢一点，平静」"),
+        (r"upload or record the recording to convert", "请上传或录制要变声的源录音"),
+        (r"upload or record the target voice", "请上传或录制目标音色，或选择预置或已存音色"),
+        (r"cannot convert recordings", "当前引擎不能变声，请换用 builtin 或 cosyvoice 引擎"),
+        (r"convert mode converts a recording", "变声模式请使用「变声 Convert」按钮"),
+        (r"source[_ ]audio is ([\d.]+) s long; record at least ([\d.]+) s", "源录音只有 {1} 秒，请至少录 {2} 秒"),
+        (r"source[_ ]audio is ([\d.]+) s long; trim it to at most ([\d.]+) s", "源录音长 {1} 秒，请剪到 {2} 秒以内"),
+        (r"source[_ ]audio is ([\d.]+) MB, over the limit", "源录音文件太大，请上传较短的录音"),
+        (r"source[_ ]audio is silent", "源录音几乎没有声音，请靠近麦克风重新录音"),
+        (r"source audio is empty", "源录音是空的，请上传或录几秒说话声"),
+        (
+            r"source audio (?:is not decodable audio|file .* cannot be read|has no channels)",
+            "源录音无法读取为音频，请上传 WAV、FLAC、OGG 或 MP3 录音",
+        ),
         (r"(\w+) clones a prompt voice", "克隆模式需要参考音频：请上传或录音，或选择已存音色"),
         (r"preset needs a preset voice", "请选择一个预置音色"),
         (r"engine does not support (\w+)", "当前引擎不支持此模式，请换一种模式"),
@@ -130,7 +145,9 @@ _BY_KIND: list[tuple[type[TTSError], str]] = [
     (TTSError, "操作失败"),
 ]
 
-_PREFIX = re.compile(r"^(prompt_text|prompt_audio|prompt audio|text|style|seed|speed|voice|mode|format|tag): ")
+_PREFIX = re.compile(
+    r"^(prompt_text|prompt_audio|prompt audio|source_audio|text|style|seed|speed|voice|mode|format|tag): "
+)
 # Gradio keeps uploads under <tempdir>/gradio/<hash>/; no such path is shown as it is.
 _GRADIO_TMP = re.compile(r"(?:/[^\s'\"]*)?/gradio/[0-9a-f]{16,}/")
 
@@ -168,6 +185,8 @@ def explain(exc: TTSError, *, paths: Iterable[str | Path | None] = ()) -> UIMess
         rest = message[m.end() :]
     elif message.startswith(("prompt audio", "no voice")):
         field = "prompt_audio"
+    elif message.startswith(("source audio", "source_audio")):
+        field = "source_audio"
     elif message.startswith("voice name"):
         field = "voice_name"
     elif message.startswith("no saved voice named"):

@@ -72,7 +72,7 @@ CSS = """
 
 #: Runs once when the page has loaded. Gradio sets ``<html lang>`` from the browser's
 #: language (``en`` for most); the page is Chinese first. Ctrl+Enter (Cmd+Enter on a
-#: Mac) presses Synthesise: Gradio's text boxes submit on Shift+Enter only, and Gradio
+#: Mac) presses Synthesise (Convert in convert mode): Gradio's text boxes submit on Shift+Enter only, and Gradio
 #: has no keyboard-shortcut component. And a work-around for Gradio 6.31's dropdown:
 #: its key handler runs after a tick and reopens the list after the Tab key has moved
 #: the focus away, so a list would stay open over the next fields; when the focus
@@ -89,8 +89,8 @@ JS = f"""
   }});
   document.addEventListener("keydown", (event) => {{
     if (event.key !== "Enter" || !(event.ctrlKey || event.metaKey)) return;
-    const button = document.querySelector("#generate");
-    if (button && button.offsetParent !== null && !button.disabled) {{
+    const button = [...document.querySelectorAll("#generate, #convert")].find((b) => b.offsetParent !== null);
+    if (button && !button.disabled) {{
       event.preventDefault();
       button.click();
     }}

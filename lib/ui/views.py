@@ -29,6 +29,7 @@ __all__ = [
     "style_notice",
     "tag_choices",
     "top_table",
+    "versions_markdown",
     "voices_table",
 ]
 
@@ -166,7 +167,8 @@ def stats_markdown(snap: Mapping[str, Any], window: tuple[str, float, int] | Non
         f"{snap.get('engine_seconds_saved_total', 0.0):.1f} s in total · "
         f"引擎调用 engine calls {since['engine_calls']}  ",
         segments_line(since),
-        f"**模型版本 Model version** `{snap['tag']}`",
+        f"**模型版本 Model version** `{snap['tag']}`  ",
+        versions_markdown(snap.get("model_versions") or []),
     ]
     if not snap.get("cache_available", True):
         lines.append(f"\n**缓存不可用 Cache unavailable** (serving without it): {snap.get('cache_error')}")
@@ -186,6 +188,21 @@ def segments_line(since: Mapping[str, Any]) -> str:
         f"{since.get('segments_synthesised', 0)} 合成 synthesised; **模板拼接 Composed**: {since.get('composed', 0)}; "
         f"**流式 Streamed**: {streams}{first}  "
     )
+
+
+def versions_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """One line per model version in the cache: how many hot phrases it already holds
+    (rows of :meth:`lib.upgrade.Readiness.versions`), so that before switching to a new
+    model the operator sees whether it is warm. The serving version is marked."""
+    if not rows:
+        return ""
+    lines = ["\n**热门短语就绪 Hot phrases ready, per model version**:"]
+    for r in rows:
+        serving = " **（当前 serving）**" if r.get("serving") else ""
+        ready, total = int(r.get("hot_ready", 0)), int(r.get("hot_total", 0))
+        figures = f"就绪 ready {ready}/{total}" if total else "无热门短语列表 no hot-phrase list (templates.file)"
+        lines.append(f"- `{r['tag']}`{serving}: {figures} · {_entries(int(r.get('entries', 0)))}")
+    return "\n".join(lines)
 
 
 _TOP_COLUMNS = ["次数 Count", "未命中 Missed", "文本 Text", "音色 Voice"]
