@@ -28,6 +28,7 @@ from lib.preload import preload
 from lib.request import TTSRequest
 from lib.service import TTSService
 from lib.ui.forms import FORM_FIELDS, MODE_FORMS, examples, form_errors, form_note, mode_choices
+from lib.ui.convert import CONVERT_FIELDS, build_convert_request, convert_errors
 from lib.ui.handlers import Handlers
 from lib.ui.messages import FIELD_LABELS, explain, explain_note, scrub_paths
 from lib.ui.plots import latency_plot
@@ -40,6 +41,7 @@ from lib.ui.views import (
     style_notice,
     tag_choices,
     top_table,
+    versions_markdown,
 )
 
 CODE_NAMES = re.compile(r"\b(prompt_text|prompt_audio|zero_shot|cross_lingual)\b")
@@ -119,6 +121,8 @@ def test_modes_leave_room_for_more_and_follow_the_engine() -> None:
         "preset", "zero_shot", "cross_lingual", "instruct"
     ]  # fmt: skip
     assert [v for _, v in mode_choices({"zero_shot", "instruct"})] == ["zero_shot", "instruct"]
+    assert [v for _, v in mode_choices({"preset"}, converts=True)] == ["preset", "convert"]
+    assert MODE_FORMS["convert"].source and not any(f.source for m, f in MODE_FORMS.items() if m != "convert")
     assert not MODE_FORMS["preset"].prompt_audio and MODE_FORMS["zero_shot"].transcript
     assert all("→" in form.steps and "Ctrl+Enter" in form.steps for form in MODE_FORMS.values())
 
@@ -155,6 +159,33 @@ def test_form_errors_list_every_field_at_once_with_the_api_rules(service: TTSSer
     assert len(verdicts) == len(FORM_FIELDS) + 1
     assert [v["is_valid"] for v in verdicts][6:8] == [False, False] and verdicts[0]["is_valid"]
     assert service.engine.calls == 0  # type: ignore[attr-defined]
+
+
+def test_the_convert_form_names_the_source_and_the_target(service: TTSService, testdata_dir: Path) -> None:
+    male = str(testdata_dir / "male_prompt.wav")
+    errors = convert_errors(service, (None, None, "", 1.5, 1.0, "wav", True))
+    assert set(errors) == {"seed", "source_audio"}
+    assert str(errors["source_audio"]).startswith("源录音 Source recording：请上传或录制要变声的源录音 — ")
+    assert set(convert_errors(service, (male, None, "", 0, 1.0, "wav", True))) == {"prompt_audio"}
+    assert convert_errors(service, (male, None, "tone-low", 0, 1.0, "wav", True)) == {}
+    verdicts = Handlers(service, Path("hot.json")).validate_convert(None, male, "tone-low", 0, 1.0, "wav", True, [])
+    assert [v["is_valid"] for v in verdicts] == [False] + [True] * len(CONVERT_FIELDS)
+    req = build_convert_request(male, male, "tone-low", 2, 1.5, "mp3", False)
+    assert (req.prompt_audio, req.voice, req.seed, req.speed, req.use_cache) == (male, None, 2, 1.5, False)
+    assert service.engine.calls == 0  # type: ignore[attr-defined]
+
+
+def test_versions_line_marks_the_serving_version() -> None:
+    rows = [
+        {"tag": "tone:tone-2", "hot_ready": 3, "hot_total": 12, "entries": 40, "serving": True},
+        {"tag": "tone:tone-1", "hot_ready": 12, "hot_total": 12, "entries": 1, "serving": False},
+    ]
+    text = versions_markdown(rows)
+    assert "- `tone:tone-2` **（当前 serving）**: 就绪 ready 3/12 · 40 entries" in text
+    assert "- `tone:tone-1`: 就绪 ready 12/12 · 1 entry" in text
+    none = versions_markdown([{**rows[0], "hot_total": 0, "hot_ready": 0}])
+    assert "no hot-phrase list (templates.file) · 40 entries" in none and "ready 0/0" not in none
+    assert versions_markdown([]) == ""
 
 
 # -- results and the dashboard ----------------------------------------------------------------

@@ -107,3 +107,24 @@ def test_readiness_without_a_phrase_file(tmp_path: Path) -> None:
         assert svc.snapshot()["model_versions"][0]["hot_total"] == 0
     finally:
         svc.close()
+
+
+def test_the_dashboard_shows_each_version_ready(config: AppConfig, serving: TTSService) -> None:
+    """The Cache tab's figures (as the UI renders them): a line per model version with
+    its hot phrases ready, the serving version marked."""
+    from lib.ui.cache_handlers import CacheHandlers
+
+    serving.synthesise(TTSRequest(text="欢迎光临", voice="tone-low"))
+    upgrade = TTSService(config, ToneV2())
+    try:
+        preload(upgrade, expand(load_phrases(str(config.templates.file))))
+        upgrade.flush()
+    finally:
+        upgrade.close()
+    serving.flush()
+    serving.dashboard.readiness._answer = None  # type: ignore[union-attr]  # the answer is kept 30 s
+    text = CacheHandlers(serving, Path(str(config.templates.file))).refresh_cache()[0]
+    assert "热门短语就绪 Hot phrases ready, per model version" in text
+    assert "- `tone:tone-1` **（当前 serving）**: 就绪 ready 1/4 · 1 entry" in text
+    assert "- `tone:tone-2`: 就绪 ready 4/4 · 4 entries" in text
+    assert text.index("tone:tone-1` **") < text.index("`tone:tone-2`")  # the serving version first
