@@ -527,6 +527,61 @@ def test_download_names_and_the_session_history(page: Page, viewport: str) -> No
     assert page.locator("[id^=history-] audio").count() >= 2
 
 
+# -- 11: convert mode (issue 12) ------------------------------------------------------------
+
+
+def test_convert_mode_takes_a_source_recording_and_plays_the_result(
+    page: Page, viewport: str, testdata_dir: Path
+) -> None:
+    """变声 Convert: the source recording replaces the text (and the Convert button the
+    Synthesise one); the target is the preset kept in the list; the result plays with its
+    badge, and Ctrl+Enter converts again (a hit). Back in preset mode all is as before."""
+    from playwright.sync_api import expect
+
+    source, text = page.locator("#source-audio"), page.locator("#tts-text")
+    expect(source).to_be_hidden()
+    expect(page.locator("#convert")).to_be_hidden()
+    page.locator("#mode input[value=convert]").check()
+    expect(source).to_be_visible()
+    expect(text).to_be_hidden()
+    for hidden in ("#prompt-text", "#style", "#generate"):
+        expect(page.locator(hidden)).to_be_hidden()
+    expect(page.locator("#prompt-audio")).to_contain_text("目标音色录音 Target voice recording")
+    expect(page.locator("#voice input")).to_have_value("zh-female（预置 preset）")  # a preset is a target
+    expect(page.locator("#mode-steps")).to_contain_text("上传或录制要变声的源录音")
+    page.locator("#seed input").fill(str(len(viewport)))  # a key of this viewport's own
+    page.locator("#source-audio input[type=file]").set_input_files(str(testdata_dir / "zh_female_prompt.wav"))
+    expect(source.locator("audio, canvas, [data-testid=waveform-controls]").first).to_be_attached(timeout=30_000)
+    page.evaluate("document.querySelector('#cache-badge-value')?.remove()")
+    page.locator("#convert").click()
+    expect(badge(page)).to_have_attribute("data-cache", "MISS", timeout=60_000)
+    expect(page.locator("#result-audio audio").first).to_be_attached()
+    expect(page.locator("#result-details")).to_contain_text("键 Key")
+    assert in_view(page, badge(page)), f"badge out of view at {viewport}"
+    assert no_toasts(page)
+    page.evaluate("document.querySelector('#cache-badge-value')?.remove()")
+    page.locator("#speed input").press("Control+Enter")
+    expect(badge(page)).to_have_attribute("data-cache", "HIT", timeout=60_000)
+    expect(page.locator("#history-0")).to_contain_text("HIT · zh-female · seed")
+    page.locator("#mode input[value=preset]").check()
+    expect(source).to_be_hidden()
+    expect(text).to_be_visible()
+    expect(page.locator("#generate")).to_be_visible()
+    expect(page.locator("#convert")).to_be_hidden()
+
+
+def test_convert_without_a_source_says_so_in_place(page: Page) -> None:
+    from playwright.sync_api import expect
+
+    page.locator("#mode input[value=convert]").check()
+    page.locator("#convert").click()
+    message = page.locator("#result-message .ui-error")
+    expect(message).to_contain_text("源录音 Source recording：请上传或录制要变声的源录音")
+    expect(page.locator("#source-audio")).to_contain_text("upload or record the recording to convert")
+    expect(badge(page)).to_have_count(0)
+    assert no_toasts(page)
+
+
 # -- the README's screenshots ----------------------------------------------------------------
 
 
