@@ -170,6 +170,8 @@ def test_the_convert_form_names_the_source_and_the_target(service: TTSService, t
     assert convert_errors(service, (male, None, "tone-low", 0, 1.0, "wav", True)) == {}
     verdicts = Handlers(service, Path("hot.json")).validate_convert(None, male, "tone-low", 0, 1.0, "wav", True, [])
     assert [v["is_valid"] for v in verdicts] == [False] + [True] * len(CONVERT_FIELDS)
+    synth = form_errors(service, ("convert", None, "tone-low", "", "你好", "", 0, 1.0, "wav", True))
+    assert str(synth["mode"]).startswith("模式 Mode：变声模式请使用「变声 Convert」按钮 — ")  # not a synthesis
     req = build_convert_request(male, male, "tone-low", 2, 1.5, "mp3", False)
     assert (req.prompt_audio, req.voice, req.seed, req.speed, req.use_cache) == (male, None, 2, 1.5, False)
     assert service.engine.calls == 0  # type: ignore[attr-defined]
