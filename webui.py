@@ -42,6 +42,7 @@ from lib.ui.forms import (
 )
 from lib.ui.handlers import HISTORY, LIVE_NOTICE, Handlers, live_playback_available
 from lib.ui.plots import WINDOWS
+from lib.ui.preload_tab import preload_tab
 from lib.ui.theme import CSS, JS, SHOW_RESULT, theme
 from lib.ui.views import engine_title
 from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
@@ -70,7 +71,7 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
             with gr.Tab("缓存 Cache", id="cache") as cache_tab:
                 _cache_tab(h, demo, cache_tab)
             with gr.Tab("预加载 Preload", id="preload"):
-                _preload_tab(h)
+                preload_tab(h)
         demo.load(lambda: h.voice_updates()[:2], outputs=[voice, delete_pick], api_visibility="private")
     return demo
 
@@ -347,28 +348,6 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> None:
         lambda path: gr.update(visible=bool(path)), inputs=export_file, outputs=export_file, api_visibility="private"
     )
     exporting.failure(h.failure_view("export"), outputs=export_message, api_visibility="private")
-
-
-def _preload_tab(h: Handlers) -> None:
-    shipped = h.phrases_path.name
-    gr.Markdown(
-        f"把短语列表预先合成进缓存，已缓存的会跳过；不上传时使用自带的 `{shipped}`。 Run a hot-phrase list "
-        f"through the cache; cached phrases are skipped. Without an upload the shipped list `{shipped}` is used."
-    )
-    upload = gr.File(label="短语列表（可选）Phrase list (optional)", file_types=[".json"], type="filepath")
-    with gr.Row():
-        force = gr.Checkbox(False, label="强制重新生成已缓存的短语（管理员）Force: regenerate cached phrases (admin)")
-        token = gr.Textbox(
-            label=f"管理员令牌 Admin token, to force (only when {h.service.config.server.admin_token_env} is set)",
-            type="password", elem_id="preload-token",
-        )  # fmt: skip
-    start = gr.Button("开始预加载 Run preload", variant="primary", elem_id="run-preload")
-    result = gr.Markdown(elem_id="preload-result")
-    error = gr.HTML(elem_id="preload-error", js_on_load=None)
-    running = start.click(
-        lambda: ("", ""), outputs=[result, error], queue=False, show_progress="hidden", api_visibility="private"
-    ).then(h.run_preload, inputs=[upload, force, token], outputs=result, api_name="preload")
-    running.failure(h.failure_view("preload"), outputs=error, api_visibility="private")
 
 
 def create_app(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> FastAPI:
