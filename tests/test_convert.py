@@ -140,3 +140,8 @@ def test_http_convert(service: TTSService, testdata_dir: Path) -> None:
         assert missing.status_code == 400 and "source_audio" in missing.json()["error"]
         unknown = client.post("/api/convert", files=files, data={"voice": "nobody"})
         assert unknown.status_code == 404
+        # The decoder's refusals name the field they are about: the source, not a prompt.
+        garbage = {"source_audio": ("s.wav", b"RIFF not really audio" * 20, "audio/wav")}
+        unreadable = client.post("/api/convert", files=garbage, data={"voice": "tone-low"})
+        assert unreadable.status_code == 415
+        assert unreadable.json()["error"].startswith("source_audio") and "prompt audio" not in unreadable.text

@@ -15,7 +15,7 @@ from lib.access import LOCAL, Action, Caller, check
 from lib.audio import PromptAudio, PromptDecoder
 from lib.config import AppConfig
 from lib.engines.base import Engine, VoiceProfile
-from lib.errors import ConflictError, NotFoundError, PromptAudioError, ValidationError
+from lib.errors import ConflictError, NotFoundError, PromptAudioError, TTSError, ValidationError
 from lib.request import PromptSource, Resolved
 from lib.textnorm import cut_text
 from lib.validate import check_prompt, check_text
@@ -56,7 +56,14 @@ class Voices:
         """Decode uploaded audio and check it is usable speech (``field`` names it in
         messages: prompt audio, or the source of a conversion). The decoded audio is
         memoised only if it is accepted and ``remember`` (the request may leave a trace)."""
-        return self.decoder.decode(source, check=lambda p: check_prompt(p, self.config, field), remember=remember)
+        try:
+            return self.decoder.decode(source, check=lambda p: check_prompt(p, self.config, field), remember=remember)
+        except TTSError as exc:
+            # The decoder speaks of "prompt audio"; a conversion's source is named as such.
+            message = str(exc)
+            if field == "prompt audio" or "prompt audio" not in message:
+                raise
+            raise type(exc)(message.replace("prompt audio", field, 1)) from exc
 
     def profile(self, r: Resolved) -> VoiceProfile:
         """The engine's profile of ``r``'s voice (extracted once per voice). For a
