@@ -350,6 +350,7 @@ def run_policy(policy: str, trace: Trace, cap: int, cost_scale: float) -> dict[s
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed+seeds-1")
     parser.add_argument("--length", type=int, default=12_000)
     parser.add_argument("--cost-scale", type=float, default=0.02, help="engine sleep per modelled engine second")
     parser.add_argument("--shares", default="0.05,0.2")
@@ -368,7 +369,7 @@ def main() -> None:
     policies = args.policies.split(",")
     names = args.traces.split(",")
     print(f"bench_hitrate: {time.strftime('%Y-%m-%d')}, {args.length} requests, {N_PHRASES} phrases, "
-          f"seeds {args.seeds}, cost scale {args.cost_scale}")  # fmt: skip
+          f"seeds {args.first_seed}..{args.first_seed + args.seeds - 1}, cost scale {args.cost_scale}")  # fmt: skip
     sizes: dict[int, int] = {}
 
     def size(k: int) -> int:
@@ -386,7 +387,7 @@ def main() -> None:
     scan_rows: dict[float, dict[str, list[tuple[float, float, float]]]] = defaultdict(lambda: defaultdict(list))
     base_runs: dict[tuple[int, float, str], dict[str, Any]] = {}
     for name in names:  # one trace at a time, its table printed when done
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             for share in shares:
                 cap = int(share * N_PHRASES * mean_size)
                 if name == "scan":

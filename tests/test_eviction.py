@@ -12,6 +12,7 @@ import pytest
 
 from lib.cache import policy as policy_module
 from lib.cache.entry import CachedAudio, pack
+from lib.cache.policy import CostAwarePolicy
 from lib.cache.store import AudioStore
 from lib.config import CacheConfig, load_config
 from lib.engines.tone import ToneEngine
@@ -54,7 +55,8 @@ def test_diskcache_is_opened_without_its_own_policy(tmp_path: Path) -> None:
     store.put_blob(key, _blob(key, 0.5, 0.2), tag="t", ttl=None)
     store.get(key)
     store.get(key)
-    assert store._keeper is not None and store._keeper.policy.frequency(key) == 3  # miss + 2 hits, in memory
+    # miss + 2 hits, in memory (decayed a little: a request weighs half 640 requests later)
+    assert store._keeper is not None and store._keeper.policy.frequency(key) == pytest.approx(3, abs=0.01)
     store.close()
 
 
@@ -107,11 +109,34 @@ def test_counts_age_so_yesterdays_hot_phrases_fade(tmp_path: Path, monkeypatch: 
     policy = store._keeper.policy  # type: ignore[union-attr]
     before = policy.frequency(old)
     store.put_blob(new, _blob(new, 0.5, 0.1), tag="t", ttl=None)
-    for _ in range(8):  # the window is 8 requests here: two halvings of old's count
+    for _ in range(8):  # the window is 8 requests here: 9 more requests weigh old's by 2**(-9/8)
         store.get(new)
-    assert policy.frequency(old) < before // 2
+    assert policy.frequency(old) == pytest.approx(before * 2 ** (-9 / 8))
+    assert policy.frequency(old) < before / 2
     assert policy.victims(1) == [old]  # today's phrase outranks yesterday's
     store.close()
+
+
+def test_counts_decay_smoothly_and_forget_ghosts_below_half_a_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each request weighs 2**(-n/window) after n later ones; integer halving once a
+    window made a single request worth 1 up to the halving and 0 after it."""
+    monkeypatch.setattr(policy_module, "AGE_EVERY", 1)
+    monkeypatch.setattr(policy_module, "_MIN_WINDOW", 8)
+    policy = CostAwarePolicy(limit=10**6)
+    policy.added("b", 100, 0.1)
+    policy.hit("b")  # requests 1, 2
+    policy.added("a", 100, 0.1)  # request 3
+    policy.removed("a")  # a ghost from now on: only its count is kept
+    for _ in range(4):  # requests 4-7
+        policy.hit("b")
+    assert policy.frequency("a") == pytest.approx(2 ** (-4 / 8))
+    policy.hit("b")  # request 8: the weight reaches 2 and every count is divided down
+    assert policy.frequency("a") == pytest.approx(2 ** (-5 / 8))  # still more than half a request: kept
+    b_ages = (0, 1, 2, 3, 4, 6, 7)  # b's requests 8, 7, 6, 5, 4, 2, 1 (a made request 3)
+    assert policy.frequency("b") == pytest.approx(sum(2 ** (-n / 8) for n in b_ages))
+    for _ in range(10):  # requests 9-18: divided down again, and a is worth under half a request
+        policy.hit("b")
+    assert policy.frequency("a") == 0
 
 
 def test_a_preload_scan_does_not_displace_requested_entries(tmp_path: Path) -> None:
@@ -176,7 +201,7 @@ def test_counts_and_pins_survive_a_restart(tmp_path: Path) -> None:
     store = _store(tmp_path)
     store.put_blob(_key(3), _blob(_key(3), 0.5, 0.1), tag="t", ttl=None)  # attaches the policy
     policy = store._keeper.policy  # type: ignore[union-attr]
-    assert policy.frequency(hot) == 5
+    assert policy.frequency(hot) == pytest.approx(5, abs=0.05)  # 5 requests (decayed a little), not 1
     assert policy.pinned(cold)
     assert store._keeper.policy.pins()["template:calls"][1] == frozenset({cold})  # type: ignore[union-attr]
     store.close()

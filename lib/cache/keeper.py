@@ -7,7 +7,7 @@ does, and culls by its choice. Hits touch memory only; the policy's state is per
 lazily in two tables of the store's own ``cache.db``, so it is deleted with the store
 and survives restarts:
 
-- ``PolicyEntry(key, cost, freq)``: each entry's engine seconds and request count
+- ``PolicyEntry(key, cost, freq)``: each entry's engine seconds and (decayed) request count
   (written when the entry is, counts folded in every ``flush_every`` seconds and at close);
 - ``PolicyPin(name, digest, keys)``: the current pinned lists (see ``pin``).
 
@@ -39,7 +39,7 @@ __all__ = ["Keeper"]
 _LOGGER = logging.getLogger(__name__)
 
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS PolicyEntry (key TEXT PRIMARY KEY, cost REAL NOT NULL, freq INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS PolicyEntry (key TEXT PRIMARY KEY, cost REAL NOT NULL, freq REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS PolicyPin (name TEXT PRIMARY KEY, digest TEXT NOT NULL, keys TEXT NOT NULL)",
 )
 _DEFAULT_COST = 1.0

@@ -12,14 +12,19 @@ expensive clips too rarely. ``bench/bench_hitrate.py`` measured the exponent on 
 ``freq * sqrt(cost) / size`` -- came within a few points of the best of either measure
 on both (README, "Eviction").
 
-- **Frequency with ageing** (as TinyLFU counts): each user request of a key adds 1,
-  whether it hit or missed, and every ``AGE_EVERY`` x (entries held) user requests all
-  counts are halved, so yesterday's hot phrases fade. Counts of keys that were evicted
-  are kept too (bounded by the halving), so a phrase that keeps coming back earns its
-  place.
+- **Frequency with ageing**: each user request of a key counts, whether it hit or
+  missed, and a request weighs half as much after every ``AGE_EVERY`` x (entries held)
+  later user requests, so yesterday's hot phrases fade. The decay is smooth (each
+  request weighs ``2**(1/window)`` more than the one before it; all counts are divided
+  down once the weight reaches 2), not a halving of integer counts every window:
+  halving turned counts of 1 into 0 and made every count a sawtooth, and on the
+  bench's held-out seeds the smooth decay kept more of what is asked for again (see
+  README, "Eviction"). Counts of keys that were evicted are kept too (down to half a
+  request, at most ``_GHOSTS_PER_ENTRY`` per entry), so a phrase that keeps coming
+  back earns its place.
 - **Preloads are predictions, not requests**: an entry written by a preload starts with
   no count and moves no ageing clock, and it is stored only into free space or in place
-  of entries worth nothing (count 0). A preload of many one-off phrases therefore
+  of entries worth nothing (a count below half a request). A preload of many one-off phrases therefore
   replaces only itself and what nobody asks for: the hot set is untouched.
 - **Pins**: a list (``preload``, or a template's pieces) can pin its keys. Pinned entries
   are never victims while they are current -- until the same list is pinned again with
@@ -44,15 +49,18 @@ __all__ = ["AGE_EVERY", "COST_WEIGHT", "CostAwarePolicy", "pin_digest"]
 _LOGGER = logging.getLogger(__name__)
 
 AGE_EVERY = 10
-"""Counts are halved every ``AGE_EVERY`` x max(entries, 64) user requests (TinyLFU's
-sample size): long enough to learn a Zipf tail, short enough that a changed set of
-announcements takes over within a day's traffic (measured: 5 and 20 did worse on one
-of the two traces, see the bench)."""
+"""A request weighs half after ``AGE_EVERY`` x max(entries, 64) later user requests
+(TinyLFU's sample size): long enough to learn a Zipf tail, short enough that a changed
+set of announcements takes over within a day's traffic (measured: 7 and 14-20 did
+worse on one of the Zipf and shifting traces, see the bench)."""
 COST_WEIGHT = 0.5
 """Exponent of the engine cost in an entry's density ``freq * cost**w / size``."""
 _MIN_WINDOW = 64
 _GHOSTS_PER_ENTRY = 8
 """Counts of keys not held are kept up to this many per entry held (then the smallest go)."""
+_NOTHING = 0.5
+"""A count below this many requests (of today's weight) is worth nothing: a ghost with
+less is forgotten, and a preload may replace an entry with less."""
 
 
 @dataclass
@@ -78,9 +86,11 @@ class CostAwarePolicy:
         self.cost_weight = cost_weight
         self._lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}
-        self._freq: dict[str, int] = {}
+        self._freq: dict[str, float] = {}
+        """Decayed request counts, in units of a request made when ``_weight`` was 1."""
+        self._weight = 1.0
+        """What the next request adds to its key's count (grows, rather than all counts shrink)."""
         self._heap: list[tuple[float, str]] = []
-        self._events = 0
         self._pins: dict[str, tuple[str, frozenset[str]]] = {}
         self._pinned: dict[str, int] = {}  # key -> number of current lists pinning it
         self._pinned_bytes = 0
@@ -96,7 +106,7 @@ class CostAwarePolicy:
         with self._lock:
             self._count(key)
 
-    def added(self, key: str, size: int, cost: float, *, requested: bool = True, freq: int | None = None) -> None:
+    def added(self, key: str, size: int, cost: float, *, requested: bool = True, freq: float | None = None) -> None:
         """``key`` was written (``requested``: by a user's miss, which counts as a
         request; else by a preload). ``freq`` restores a persisted count."""
         with self._lock:
@@ -108,7 +118,7 @@ class CostAwarePolicy:
             if key in self._pinned:
                 self._pinned_bytes += entry.size
             if freq is not None:
-                self._freq[key] = max(self._freq.get(key, 0), int(freq))
+                self._freq[key] = max(self._freq.get(key, 0.0), float(freq) * self._weight)
             elif requested:
                 self._count(key)
             heapq.heappush(self._heap, (self._density(key), key))
@@ -137,7 +147,7 @@ class CostAwarePolicy:
             return True
         with self._lock:
             chosen = self._choose(size - free, protect=None)
-            return all(self._freq.get(key, 0) == 0 for key in chosen)
+            return all(self._freq.get(key, 0.0) < _NOTHING * self._weight for key in chosen)
 
     def victims(self, need: int, *, protect: str | None = None) -> list[str]:
         """Keys to evict, least dense first, to free at least ``need`` bytes (fewer if
@@ -150,9 +160,10 @@ class CostAwarePolicy:
         with self._lock:
             return self._density(key) if key in self._entries else 0.0
 
-    def frequency(self, key: str) -> int:
+    def frequency(self, key: str) -> float:
+        """``key``'s request count, each request weighed by its age (today's weigh 1)."""
         with self._lock:
-            return self._freq.get(key, 0)
+            return self._freq.get(key, 0.0) / self._weight
 
     # -- pins -------------------------------------------------------------------------------
 
@@ -208,10 +219,11 @@ class CostAwarePolicy:
     def nbytes(self) -> int:
         return self._bytes
 
-    def take_dirty(self) -> dict[str, int]:
-        """The counts of held keys changed since the last call (to persist them)."""
+    def take_dirty(self) -> dict[str, float]:
+        """The counts of held keys changed since the last call (to persist them), as
+        :meth:`frequency` gives them."""
         with self._lock:
-            out = {key: self._freq.get(key, 0) for key in self.dirty if key in self._entries}
+            out = {key: self._freq.get(key, 0.0) / self._weight for key in self.dirty if key in self._entries}
             self.dirty.clear()
             return out
 
@@ -223,23 +235,27 @@ class CostAwarePolicy:
             self._pinned_bytes -= entry.size
 
     def _count(self, key: str) -> None:
-        self._freq[key] = self._freq.get(key, 0) + 1
+        """One request of ``key``: its count grows by the current weight, and the weight
+        grows so that this request weighs half of one made a window later. Counts only
+        grow between renormalisations, so the lazy heap stays exact."""
+        self._weight *= 2.0 ** (1.0 / (AGE_EVERY * max(len(self._entries), _MIN_WINDOW)))
+        self._freq[key] = self._freq.get(key, 0.0) + self._weight
         if key in self._entries:
             self.dirty.add(key)
-        self._events += 1
-        if self._events >= AGE_EVERY * max(len(self._entries), _MIN_WINDOW):
+        if self._weight >= 2.0:
             self._age()
 
     def _age(self) -> None:
-        """Halve every count; forget zeros and the smallest ghosts; rebuild the heap
-        (the only moment densities go down, so the lazy heap stays exact)."""
-        self._events = 0
-        halved = {key: n // 2 for key, n in self._freq.items() if n > 1 or key in self._entries}
+        """Divide every count by the weight (back to today's units, weight 1); forget
+        ghosts worth nothing and the smallest beyond the bound; rebuild the heap (the
+        only moment densities go down)."""
+        weight, self._weight = self._weight, 1.0
+        aged = {key: n / weight for key, n in self._freq.items() if n >= _NOTHING * weight or key in self._entries}
         limit = _GHOSTS_PER_ENTRY * max(len(self._entries), _MIN_WINDOW)
-        if len(halved) > limit:
-            keep = sorted(halved, key=lambda k: (k not in self._entries, -halved[k]))[:limit]
-            halved = {key: halved[key] for key in keep}
-        self._freq = halved
+        if len(aged) > limit:
+            keep = sorted(aged, key=lambda k: (k not in self._entries, -aged[k]))[:limit]
+            aged = {key: aged[key] for key in keep}
+        self._freq = aged
         self.dirty.update(key for key in self._entries)
         self._heap = [(self._density(key), key) for key in self._entries]
         heapq.heapify(self._heap)
