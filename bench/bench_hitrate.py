@@ -33,7 +33,7 @@ Bounds (computed on the same trace, sizes and costs):
   knows every phrase's true probability and keeps the densest set (by p/size for
   count, p*cost/size for engine seconds) -- what no online policy can beat on average.
 
-Run: .venv/bin/python bench/bench_hitrate.py [--seeds 3] [--quick] [--calibrate]
+Run: .venv/bin/python bench/bench_hitrate.py [--seeds 3] [--first-seed 0] [--quick] [--simulate] [--calibrate]
 """
 
 from __future__ import annotations

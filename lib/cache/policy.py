@@ -90,6 +90,7 @@ class CostAwarePolicy:
         """Decayed request counts, in units of a request made when ``_weight`` was 1."""
         self._weight = 1.0
         """What the next request adds to its key's count (grows, rather than all counts shrink)."""
+        self._window, self._growth = 0, 1.0
         self._heap: list[tuple[float, str]] = []
         self._pins: dict[str, tuple[str, frozenset[str]]] = {}
         self._pinned: dict[str, int] = {}  # key -> number of current lists pinning it
@@ -238,7 +239,10 @@ class CostAwarePolicy:
         """One request of ``key``: its count grows by the current weight, and the weight
         grows so that this request weighs half of one made a window later. Counts only
         grow between renormalisations, so the lazy heap stays exact."""
-        self._weight *= 2.0 ** (1.0 / (AGE_EVERY * max(len(self._entries), _MIN_WINDOW)))
+        window = AGE_EVERY * max(len(self._entries), _MIN_WINDOW)
+        if window != self._window:  # the growth factor is cached: a hit stays a dict update
+            self._window, self._growth = window, 2.0 ** (1.0 / window)
+        self._weight *= self._growth
         self._freq[key] = self._freq.get(key, 0.0) + self._weight
         if key in self._entries:
             self.dirty.add(key)
