@@ -1,6 +1,9 @@
-"""The floor for ``bench_http.py --compare-bare``: a bare FastAPI app on uvicorn that
-does the least work for the same requests as the real API -- GET answers the same
-bytes from memory; POST parses the same multipart upload and answers the same bytes.
+"""The floor for ``bench_http.py --compare-bare``: a bare FastAPI app that does the
+least work for the same requests as the real API -- GET answers the same bytes from
+memory; POST parses the same multipart upload and answers the same bytes -- served by
+the same uvicorn settings as the API (``lib.api.serving.uvicorn_config`` with the
+``server:`` section of config.yaml: the header deadline, keep-alive, connection and
+header limits), so that the ratio measures the app alone, in both directions.
 
     python bench/bare_server.py PORT BODY_FILE
 """
@@ -13,6 +16,11 @@ from pathlib import Path
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lib.api.serving import uvicorn_config
+from lib.config import default_config_path, load_config
 
 
 def create(body: bytes) -> FastAPI:
@@ -35,4 +43,6 @@ def create(body: bytes) -> FastAPI:
 
 if __name__ == "__main__":
     port, body_file = int(sys.argv[1]), Path(sys.argv[2])
-    uvicorn.run(create(body_file.read_bytes()), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    server = load_config(default_config_path()).server
+    config = uvicorn_config(create(body_file.read_bytes()), server, port=port, log_level="warning", access_log=False)
+    uvicorn.Server(config).run()

@@ -13,7 +13,8 @@ requests/s for /api/audio at 64 clients with no errors.
 
 ``--compare-bare`` also starts ``bench/bare_server.py`` (a bare FastAPI endpoint doing
 the least work for the same request: GET answers the same bytes from memory, POST parses
-the same multipart upload and answers the same bytes) and measures both servers in
+the same multipart upload and answers the same bytes; on the same uvicorn settings as
+the API, ``lib.api.serving``) and measures both servers in
 alternation, ``--rounds`` times, printing medians and the ratios the architecture issue
 sets: ``/api/audio`` throughput at 64 connections >= 85 % of the bare endpoint's, and
 ``/api/tts`` hit p50 at one connection <= 1.3x the bare POST's.
@@ -116,7 +117,9 @@ def start_bare(clip: bytes) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     body_file = Path(tempfile.mkdtemp(prefix="bench-bare-")) / "body.wav"
     body_file.write_bytes(clip)
-    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "bare_server.py"), str(port), str(body_file)])
+    # From the repository, as the API server runs: the same config.yaml, so the same server settings.
+    command = [sys.executable, str(ROOT / "bench" / "bare_server.py"), str(port), str(body_file)]
+    proc = subprocess.Popen(command, cwd=ROOT)
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -133,6 +136,7 @@ def compare_bare(port: int, steps: list[tuple[str, bytes]], clip: bytes, args: a
     bare, bare_port = start_bare(clip)
     try:
         cases = [(steps[0], 1, "p50_ms"), (steps[1], 64, "rps"), (steps[0], 64, "rps"), (steps[1], 1, "p50_ms")]
+        print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print(f"{'endpoint':28} {'clients':>7} {'measure':>8} {'app':>9} {'bare':>9} {'app/bare':>9}")
         for (name, raw), clients, measure in cases:
             ours: list[float] = []
@@ -145,6 +149,7 @@ def compare_bare(port: int, steps: list[tuple[str, bytes]], clip: bytes, args: a
             if args.json:
                 row = {"endpoint": name, "clients": clients, "measure": measure, "app": ours, "bare": floor}
                 print(json.dumps(row))
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         return 0
     finally:
         bare.terminate()

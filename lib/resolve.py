@@ -9,6 +9,7 @@ chosen mode does not use are blanked before keying, so they cannot split the cac
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from lib.audio import PromptAudio
@@ -58,6 +59,10 @@ class VoiceBook(Protocol):
 
     def saved(self, name: str) -> SavedPrompt | None: ...
 
+    def remembered(self, name: str) -> SavedPrompt | None:
+        """The saved voice from memory alone (no store or Redis read), or None."""
+        ...
+
     def names(self) -> list[str]: ...
 
     def prompt(self, source: PromptSource, field: str = "prompt audio", *, remember: bool = True) -> PromptAudio:
@@ -76,8 +81,28 @@ class Resolver:
         self.finish = Finish.from_config(config)
 
     def resolve(self, request: TTSRequest) -> Resolved:
+        return self._resolve(request, self.voices.saved)
+
+    def resolve_in_memory(self, request: TTSRequest) -> Resolved | None:
+        """:meth:`resolve` without any I/O, cheap enough for an event loop (the HTTP hit
+        path): None when the request needs more than memory -- a prompt to decode, or a
+        saved voice not in memory. Raises what :meth:`resolve` raises otherwise."""
+        if request.prompt_audio is not None:
+            return None
+        try:
+            return self._resolve(request, self._remembered)
+        except _NotInMemory:
+            return None
+
+    def _remembered(self, name: str) -> SavedPrompt:
+        found = self.voices.remembered(name)
+        if found is None:
+            raise _NotInMemory(name)
+        return found
+
+    def _resolve(self, request: TTSRequest, saved: Callable[[str], SavedPrompt | None]) -> Resolved:
         text, prompt_text, style = normalise_fields(request, self.config)
-        prompt, preset, prompt_text = self._voice(request, prompt_text)
+        prompt, preset, prompt_text = self._voice(request, prompt_text, saved)
         mode = self._mode(request, prompt, preset, prompt_text, style)
         if mode != "zero_shot":
             prompt_text = ""
@@ -129,7 +154,7 @@ class Resolver:
         check_format(request.format)
         remember = bool(request.use_cache and request.store)  # a no-trace request leaves none of its audio
         source = self.voices.prompt(request.source_audio, field="source_audio", remember=remember)
-        prompt, preset, _ = self._voice(request, "")
+        prompt, preset, _ = self._voice(request, "", self.voices.saved)
         fields = KeyFields(
             engine=self.engine.name,
             model_version=self.engine.model_version,
@@ -157,7 +182,7 @@ class Resolver:
         )
 
     def _voice(
-        self, request: TTSRequest | ConvertRequest, prompt_text: str
+        self, request: TTSRequest | ConvertRequest, prompt_text: str, find: Callable[[str], SavedPrompt | None]
     ) -> tuple[PromptAudio | None, str | None, str]:
         if request.voice and request.prompt_audio is not None:
             raise ValidationError("give either prompt_audio or voice, not both")
@@ -167,7 +192,7 @@ class Resolver:
             # Saving a voice under a preset's name is refused, so the order changes nothing.
             if self.voices.is_preset(name):
                 return None, name, prompt_text
-            saved = self.voices.saved(name)
+            saved = find(name)
             if saved is None:
                 known = ", ".join(cut_text(n) for n in self.voices.names()) or "none"
                 raise NotFoundError(f"voice: no saved or preset voice named {cut_text(name)!r}; available: {known}")
@@ -210,3 +235,7 @@ class Resolver:
         if has_style and "instruct" in engine.modes and not ({"zero_shot", "cross_lingual"} & engine.style_modes):
             return "instruct"
         return "zero_shot" if has_prompt_text else "cross_lingual"
+
+
+class _NotInMemory(Exception):
+    """A saved voice that only a store read could find (``resolve_in_memory``)."""

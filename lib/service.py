@@ -161,6 +161,26 @@ class TTSService:
         self.recorder.record(request, r, result, started)
         return result
 
+    def memory_hit(self, request: TTSRequest) -> SynthesisResult | None:
+        """:meth:`synthesise` for a hit in the memory tier, recorded alike, without any
+        I/O, so an event loop may call it (the HTTP hit path, no thread hop). None when
+        answering needs more (a prompt to decode, a voice or an entry from disk, a
+        template, the engine) or the request is refused: then call :meth:`synthesise`,
+        which records it once."""
+        started = time.perf_counter()
+        try:
+            r = self.resolver.resolve_in_memory(request)
+        except TTSError:
+            return None
+        if r is None or not r.use_cache:
+            return None
+        entry = self.tiers.memory_entry(r.key)
+        if entry is None:
+            return None
+        result = self._hit(r.key, entry, "memory", started)
+        self.recorder.record(request, r, result, started)
+        return result
+
     def stream(self, request: TTSRequest) -> StreamAnswer:
         """Answer one request as audio chunks, each as soon as it exists. A hit or a
         composed answer comes whole at once; a miss is made by a thread of its own, so

@@ -21,6 +21,7 @@ from lib.service import TTSService
 from .admin import admin_router
 from .convert import convert_router
 from .errors import install_error_handlers
+from .fastpath import FastPathCounts, HitFastPath
 from .guards import BodyTimeout, MethodGuard
 from .http import UploadLimit
 from .speech import speech_router
@@ -44,12 +45,13 @@ Voice-cloning text to speech behind a result cache.
 """
 
 
-def create_app(service: TTSService, *, admin_token: Any = _ENV) -> FastAPI:
+def create_app(service: TTSService, *, admin_token: Any = _ENV, fast_path: bool = True) -> FastAPI:
     """The HTTP API over ``service``.
 
     ``admin_token`` defaults to the environment variable named by
     ``service.config.server.admin_token_env``; pass a string (or None: no token) to
-    set the service's access policy to that token instead.
+    set the service's access policy to that token instead. ``fast_path=False`` leaves
+    every request to the endpoints (:mod:`lib.api.fastpath`; the tests compare both).
     """
     if admin_token is not _ENV:
         service.access = AccessPolicy(service.config.server.admin_token_env, token=admin_token)
@@ -64,9 +66,14 @@ def create_app(service: TTSService, *, admin_token: Any = _ENV) -> FastAPI:
     routers = [speech_router(service), convert_router(service), admin_router(service)]
     for router in routers:
         app.include_router(router)
+    all_routes = lambda: [route for router in routers for route in router.routes]  # noqa: E731
+    app.state.fast_path = None
+    if fast_path:
+        app.state.fast_path = FastPathCounts()
+        app.add_middleware(HitFastPath, service=service, routes=all_routes, counts=app.state.fast_path)
     app.add_middleware(BodyTimeout, seconds=service.config.server.body_timeout)
     app.add_middleware(UploadLimit, limit=service.config.prompt.max_upload_bytes + _FORM_OVERHEAD)
-    app.add_middleware(MethodGuard, routes=lambda: [route for router in routers for route in router.routes])
+    app.add_middleware(MethodGuard, routes=all_routes)
     app.add_middleware(_HTTPMetrics, instruments=_instruments(service.metrics.registry))
     app.state.service = service
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
@@ -124,6 +131,9 @@ class _HTTPMetrics:
     def __init__(self, app: ASGIApp, instruments: _Instruments) -> None:
         self.app = app
         self.instruments = instruments
+        # The labelled children, found once: ``labels()`` validates and locks on every call.
+        self._counters: dict[tuple[str, str, int], Any] = {}
+        self._timers: dict[str, Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -142,5 +152,13 @@ class _HTTPMetrics:
             await self.app(scope, receive, watched)
         finally:
             route = getattr(scope.get("route"), "path", None) or "unmatched"
-            self.instruments.requests.labels(scope["method"], route, str(status)).inc()
-            self.instruments.latency.labels(route).observe(time.perf_counter() - started)
+            counter = self._counters.get((scope["method"], route, status))
+            if counter is None:
+                counter = self.instruments.requests.labels(scope["method"], route, str(status))
+                if len(self._counters) < 4096:  # bounded, as the label values are
+                    self._counters[(scope["method"], route, status)] = counter
+            counter.inc()
+            timer = self._timers.get(route)
+            if timer is None:
+                timer = self._timers[route] = self.instruments.latency.labels(route)
+            timer.observe(time.perf_counter() - started)

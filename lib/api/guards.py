@@ -62,7 +62,10 @@ class BodyTimeout:
             if complete:  # after the body, receive only waits for a disconnect: no deadline
                 return await receive()
             try:
-                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+                # A timeout on this task, not wait_for's task per call: a body that has
+                # arrived is read at once, without an extra turn of the event loop.
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
             except TimeoutError:
                 raise BodyTimeoutError(self.seconds) from None
             if message["type"] != "http.request" or not message.get("more_body", False):
@@ -80,16 +83,20 @@ class MethodGuard:
     def __init__(self, app: ASGIApp, routes: Callable[[], Iterable[BaseRoute]]) -> None:
         self.app = app
         self._routes = routes
-        self._table: list[tuple[APIRoute, frozenset[str]]] | None = None
+        self._table: list[tuple[str, APIRoute, frozenset[str]]] | None = None
 
     def _allowed(self, path: str) -> set[str]:
         if self._table is None:
+            # Each route's path up to its first parameter: a cheap startswith before
+            # the regex, which most routes then never need (this runs on every request).
             self._table = [
-                (route, frozenset(route.methods or ())) for route in self._routes() if isinstance(route, APIRoute)
+                (route.path.split("{", 1)[0], route, frozenset(route.methods or ()))
+                for route in self._routes()
+                if isinstance(route, APIRoute)
             ]
         allowed: set[str] = set()
-        for route, methods in self._table:
-            if route.path_regex.match(path):
+        for prefix, route, methods in self._table:
+            if path.startswith(prefix) and route.path_regex.match(path):
                 allowed |= methods
         return allowed
 

@@ -30,7 +30,17 @@ from lib.validate import MAX_SEED, MAX_SPEED, MAX_TTL, MIN_SPEED, check_unicode
 from .errors import ERROR_RESPONSES
 from .http import NO_STORE, cache_control, etag_for, etag_matches, parse_range, too_large_message
 
-__all__ = ["SpeechRequest", "speech_router"]
+__all__ = [
+    "SpeechRequest",
+    "audio_headers",
+    "hit_bytes",
+    "not_modified",
+    "speech_router",
+    "stored_response",
+    "tts_headers",
+    "tts_request",
+    "tts_response",
+]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -149,9 +159,9 @@ def speech_router(service: TTSService) -> APIRouter:
         if stream and format not in STREAM_FORMATS:
             raise ValidationError(f"format: {format} cannot be streamed; with stream=true use wav, pcm or mp3")
         pcm = format == "pcm"
-        req = TTSRequest(
-            text=text, prompt_audio=audio, voice=voice or None, prompt_text=prompt_text, style=style,
-            seed=seed, speed=speed, mode=mode, format="wav" if pcm else format, use_cache=cache, store=store, ttl=ttl,
+        req = tts_request(
+            text=text, prompt_audio=audio, voice=voice, prompt_text=prompt_text, style=style,
+            seed=seed, speed=speed, mode=mode, format=format, cache=cache, store=store, ttl=ttl,
         )  # fmt: skip
         if stream:
             answer = await to_thread.run_sync(service.stream, req)
@@ -165,21 +175,13 @@ def speech_router(service: TTSService) -> APIRouter:
                     "Cache-Control": NO_STORE,  # a stream has no length and no entity tag to revalidate
                 },
             )
-        result, body = await run(req)
+        hit = service.memory_hit(req)  # a hit from memory: answered here, no thread hop
+        if hit is not None:
+            result, body = hit, await hit_bytes(service, hit, req.format)
+        else:
+            result, body = await run(req)
         stored = result.cache == "HIT" or (result.cache == "MISS" and store)
-        headers = {
-            "X-Cache": result.cache,
-            "X-Cache-Key": result.key,
-            "ETag": etag_for(result.key, format),
-            "X-Audio-Duration": f"{result.duration:.3f}",
-            "X-Sample-Rate": str(result.sample_rate),
-            "Cache-Control": cache_control(result.audio.remaining()) if stored else NO_STORE,
-        }
-        for header, name in (("X-Segments", "segments"), ("X-Segments-Reused", "segments_reused")):
-            if name in result.info:
-                headers[header] = str(result.info[name])
-        if result.cache == "COMPOSED":
-            del headers["ETag"]  # not the audio stored under this key (a refined one may be)
+        headers = tts_headers(result, format, stored)
         if accept and "application/json" in accept:
             if stored:
                 # The URL must work from now on, even after a crash: wait for the
@@ -191,9 +193,7 @@ def speech_router(service: TTSService) -> APIRouter:
                 duration=round(result.duration, 4), sample_rate=result.sample_rate,
             )  # fmt: skip
             return JSONResponse(doc.model_dump(), headers=headers)
-        if pcm:
-            return Response(body[44:], media_type=STREAM_FORMATS["pcm"], headers=headers)
-        return Response(body, media_type=MIME_TYPES[format], headers=headers)
+        return tts_response(body, format, headers)
 
     @router.head("/api/audio/{key}.{ext}", include_in_schema=False)
     @router.get(
@@ -222,19 +222,21 @@ def speech_router(service: TTSService) -> APIRouter:
         if match is None:
             raise ValidationError(_BAD_AUDIO_NAME)
         key, fmt = match.group(1).lower(), match.group(2)
-        etag = etag_for(key, fmt)
         # The entry first (from memory, on the event loop, when it is there): its TTL
         # decides how long a client may keep it, and an expired entry is a 404.
         entry = service.memory_entry(key)
         if entry is None:
             entry = await to_thread.run_sync(_stored_entry, service, key)
-        control = cache_control(entry.remaining())
-        if etag_matches(if_none_match, etag):
-            return Response(status_code=304, headers={"ETag": etag, "Cache-Control": control})
+        unchanged = not_modified(key, fmt, entry, if_none_match)
+        if unchanged is not None:
+            return unchanged
         ready = service.ready_bytes(key, fmt)
         body = ready if ready is not None else await to_thread.run_sync(service.audio_bytes, entry, fmt)
-        headers = {"ETag": etag, "Cache-Control": control, "Accept-Ranges": "bytes", "X-Cache-Key": key}
-        wanted = parse_range(range, len(body)) if not if_range or if_range.strip() == etag else None
+        etag = etag_for(key, fmt)
+        if not range or (if_range and if_range.strip() != etag):
+            return stored_response(key, fmt, entry, body)
+        headers = audio_headers(key, fmt, entry)
+        wanted = parse_range(range, len(body))
         if wanted is False:
             headers["Content-Range"] = f"bytes */{len(body)}"
             return Response(status_code=416, headers=headers)
@@ -290,6 +292,76 @@ def speech_router(service: TTSService) -> APIRouter:
 
 
 _BAD_AUDIO_NAME = "audio name must be <32 hex digits>.<wav|mp3|flac|ogg>, e.g. /api/audio/<X-Cache-Key>.wav"
+
+
+# -- the answers, shared with the hit fast path (lib.api.fastpath) -----------------------
+# One function per answer, so that a hit answered in front of the router has the very
+# headers and bytes the endpoints give.
+
+
+def tts_request(
+    *, text: str, prompt_audio: bytes | None, voice: str | None, prompt_text: str, style: str, seed: int,
+    speed: float, mode: str | None, format: str, cache: bool, store: bool, ttl: float | None,
+) -> TTSRequest:  # fmt: skip
+    """The service request of a ``POST /api/tts`` form (``pcm`` is made from WAV)."""
+    return TTSRequest(
+        text=text, prompt_audio=prompt_audio, voice=voice or None, prompt_text=prompt_text, style=style,
+        seed=seed, speed=speed, mode=mode, format="wav" if format == "pcm" else format,
+        use_cache=cache, store=store, ttl=ttl,
+    )  # fmt: skip
+
+
+def tts_headers(result: SynthesisResult, format: str, stored: bool) -> dict[str, str]:
+    """The headers of a ``POST /api/tts`` answer (audio or JSON)."""
+    headers = {
+        "X-Cache": result.cache,
+        "X-Cache-Key": result.key,
+        "ETag": etag_for(result.key, format),
+        "X-Audio-Duration": f"{result.duration:.3f}",
+        "X-Sample-Rate": str(result.sample_rate),
+        "Cache-Control": cache_control(result.audio.remaining()) if stored else NO_STORE,
+    }
+    for header, name in (("X-Segments", "segments"), ("X-Segments-Reused", "segments_reused")):
+        if name in result.info:
+            headers[header] = str(result.info[name])
+    if result.cache == "COMPOSED":
+        del headers["ETag"]  # not the audio stored under this key (a refined one may be)
+    return headers
+
+
+def tts_response(body: bytes, format: str, headers: dict[str, str]) -> Response:
+    """The audio answer of ``POST /api/tts``: ``body`` is the WAV for ``pcm``."""
+    if format == "pcm":
+        return Response(body[44:], media_type=STREAM_FORMATS["pcm"], headers=headers)
+    return Response(body, media_type=MIME_TYPES[format], headers=headers)
+
+
+async def hit_bytes(service: TTSService, result: SynthesisResult, fmt: str) -> bytes:
+    """The bytes of a memory hit in ``fmt``: ready in memory, else transcoded (and kept)
+    in a worker thread."""
+    ready = service.ready_bytes(result.key, fmt)
+    if ready is not None:
+        return ready
+    return await to_thread.run_sync(service.audio_bytes, result.audio, fmt)
+
+
+def audio_headers(key: str, fmt: str, entry: CachedAudio) -> dict[str, str]:
+    """Headers of ``GET /api/audio/{key}.{fmt}`` (200 and 206)."""
+    control = cache_control(entry.remaining())
+    return {"ETag": etag_for(key, fmt), "Cache-Control": control, "Accept-Ranges": "bytes", "X-Cache-Key": key}
+
+
+def not_modified(key: str, fmt: str, entry: CachedAudio, if_none_match: str | None) -> Response | None:
+    """304 when ``If-None-Match`` names this entity, else None."""
+    etag = etag_for(key, fmt)
+    if not etag_matches(if_none_match, etag):
+        return None
+    return Response(status_code=304, headers={"ETag": etag, "Cache-Control": cache_control(entry.remaining())})
+
+
+def stored_response(key: str, fmt: str, entry: CachedAudio, body: bytes) -> Response:
+    """The whole stored audio (200) of ``GET /api/audio/{key}.{fmt}``."""
+    return Response(body, media_type=MIME_TYPES[fmt], headers=audio_headers(key, fmt, entry))
 
 
 def _stored_entry(service: TTSService, key: str) -> CachedAudio:

@@ -49,6 +49,9 @@ class Voices:
     def saved(self, name: str) -> SavedVoice | None:
         return self.library.get(name)
 
+    def remembered(self, name: str) -> SavedVoice | None:
+        return self.library.remembered(name)
+
     def names(self) -> list[str]:
         return [v["name"] for v in self.list()]
 

@@ -130,11 +130,19 @@ class VoiceLibrary:
         self._remember(voice)
         return voice
 
-    def get(self, name: str) -> SavedVoice | None:
+    def remembered(self, name: str) -> SavedVoice | None:
+        """The voice from memory alone when :meth:`get` would answer it from there (no
+        store or Redis read: cheap enough for an event loop), else None."""
         with self._lock:
             remembered = self._memory.get(name)
         if remembered is not None and self._fresh(remembered[1]):
             return remembered[0]
+        return None
+
+    def get(self, name: str) -> SavedVoice | None:
+        found = self.remembered(name)
+        if found is not None:
+            return found
         record = self._local(name) if self.shared is None else self._reconciled(name, self.shared)
         if record is None:
             with self._lock:
