@@ -1,0 +1,284 @@
+"""The hit fast path (lib/api/fastpath.py): memory hits of ``GET /api/audio`` and
+``POST /api/tts`` answered in front of the router must be answered there (counted), with
+the very bytes and headers the endpoints give, counted once in the statistics and the
+metrics, and must leave everything else -- ranges, JSON, streams, uploads, bad fields,
+misses, slow bodies -- to the endpoints."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from lib.api import create_app
+from lib.api.fastpath import MAX_FORM_BYTES, TTSForm
+from lib.config import load_config
+from lib.engines.tone import ToneEngine
+from lib.service import TTSService
+from tests.api_server import LiveServer
+
+VOICE = "tone-low"
+#: Headers that differ between two answers by nature (the clock).
+_VOLATILE = {"date", "server"}
+
+
+def make(tmp_path: Path, **overrides: Any) -> TTSService:
+    values = {"engine": "tone", "cache.dir": str(tmp_path / "cache"), "voices.prewarm": False, **overrides}
+    return TTSService(load_config(env={}, overrides=values), ToneEngine())
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[TTSService]:
+    svc = make(tmp_path)
+    yield svc
+    svc.close()
+
+
+class Pair:
+    """The same service behind two servers: with the fast path, and without it."""
+
+    def __init__(self, service: TTSService) -> None:
+        self.service = service
+        self.fast_app = create_app(service, admin_token="t")
+        self.slow_app = create_app(service, admin_token="t", fast_path=False)
+
+    @property
+    def counts(self) -> Any:
+        return self.fast_app.state.fast_path
+
+
+@pytest.fixture
+def pair(service: TTSService) -> Iterator[tuple[Pair, httpx.Client, httpx.Client]]:
+    p = Pair(service)
+    with (
+        LiveServer(p.fast_app) as fast_live,
+        LiveServer(p.slow_app) as slow_live,
+        httpx.Client(base_url=fast_live.url, timeout=30) as fast,
+        httpx.Client(base_url=slow_live.url, timeout=30) as slow,
+    ):
+        yield p, fast, slow
+
+
+def same_answer(a: httpx.Response, b: httpx.Response) -> None:
+    assert a.status_code == b.status_code
+    assert a.content == b.content
+    assert [(k, v) for k, v in a.headers.multi_items() if k not in _VOLATILE] == [
+        (k, v) for k, v in b.headers.multi_items() if k not in _VOLATILE
+    ]
+
+
+def make_entry(slow: httpx.Client, text: str = "The fast path answers hits.", **fields: Any) -> str:
+    """A MISS through the endpoint (the fast path never answers one): the entry's key."""
+    r = slow.post("/api/tts", data={"text": text, "voice": VOICE, **fields})
+    assert r.status_code == 200 and r.headers["x-cache"] == "MISS", r.text
+    return r.headers["x-cache-key"]
+
+
+def test_the_slow_app_has_no_fast_path(pair: tuple[Pair, httpx.Client, httpx.Client]) -> None:
+    p, _, _ = pair
+    assert p.slow_app.state.fast_path is None
+    assert p.counts.audio == p.counts.tts == 0
+
+
+def test_audio_hit_is_answered_by_the_fast_path_as_the_endpoint_answers_it(
+    pair: tuple[Pair, httpx.Client, httpx.Client],
+) -> None:
+    p, fast, slow = pair
+    key = make_entry(slow)
+    for ext in ("wav", "mp3"):  # mp3: the transcode is made (and kept) by the endpoint first
+        want = slow.get(f"/api/audio/{key}.{ext}")
+        before = p.counts.audio
+        got = fast.get(f"/api/audio/{key.upper()}.{ext}" if ext == "wav" else f"/api/audio/{key}.{ext}")
+        assert p.counts.audio == before + 1, "the fast path did not answer the hit"
+        same_answer(got, want)
+        assert got.headers["etag"] == f'"{key}.{ext}"' and got.headers["accept-ranges"] == "bytes"
+        assert got.headers["content-type"] == ("audio/wav" if ext == "wav" else "audio/mpeg")
+
+
+def test_revalidation_is_answered_by_the_fast_path(pair: tuple[Pair, httpx.Client, httpx.Client]) -> None:
+    p, fast, slow = pair
+    key = make_entry(slow)
+    etag = f'"{key}.wav"'
+    want = slow.get(f"/api/audio/{key}.wav", headers={"If-None-Match": etag})
+    before = p.counts.audio
+    got = fast.get(f"/api/audio/{key}.wav", headers={"If-None-Match": f'W/"x", {etag}'})
+    assert p.counts.audio == before + 1
+    assert got.status_code == 304 and got.content == b""
+    same_answer(got, want)
+
+
+def test_an_entry_with_a_ttl_keeps_its_private_lifetime_on_the_fast_path(
+    pair: tuple[Pair, httpx.Client, httpx.Client],
+) -> None:
+    p, fast, slow = pair
+    key = make_entry(slow, ttl="600")
+    got = fast.get(f"/api/audio/{key}.wav")
+    assert p.counts.audio == 1
+    control = got.headers["cache-control"]
+    assert control.startswith("private, max-age=") and 590 <= int(control.rsplit("=", 1)[1]) <= 600
+
+
+def test_ranges_head_misses_and_bad_names_are_left_to_the_endpoint(
+    pair: tuple[Pair, httpx.Client, httpx.Client],
+) -> None:
+    p, fast, slow = pair
+    key = make_entry(slow)
+    ranged = fast.get(f"/api/audio/{key}.wav", headers={"Range": "bytes=0-99"})
+    assert ranged.status_code == 206 and len(ranged.content) == 100
+    assert fast.get(f"/api/audio/{key}.wav", headers={"If-Range": '"other"'}).status_code == 200
+    assert fast.head(f"/api/audio/{key}.wav").status_code == 200
+    assert fast.get(f"/api/audio/{'0' * 32}.wav").status_code == 404
+    assert fast.get(f"/api/audio/{key}.aiff").status_code == 400
+    p.service.memory.clear()  # on disk only: the endpoint reads it in a worker thread
+    from_disk = fast.get(f"/api/audio/{key}.wav")
+    assert from_disk.status_code == 200
+    assert p.counts.audio == 0
+
+
+def test_tts_hit_is_answered_by_the_fast_path_as_the_endpoint_answers_it(
+    pair: tuple[Pair, httpx.Client, httpx.Client],
+) -> None:
+    p, fast, slow = pair
+    text = "One hit, two ways."
+    make_entry(slow, text)
+    for fields in ({}, {"format": "mp3"}, {"format": "pcm"}, {"seed": "0", "speed": "1.0", "style": ""}):
+        data = {"text": text, "voice": VOICE, **fields}
+        want = slow.post("/api/tts", data=data)
+        assert want.headers["x-cache"] == "HIT"
+        for form in ({"data": data}, {"files": {k: (None, v) for k, v in data.items()}}):  # urlencoded, multipart
+            before = p.counts.tts
+            got = fast.post("/api/tts", **form)
+            assert p.counts.tts == before + 1, f"the fast path did not answer {fields} {list(form)}"
+            same_answer(got, want)
+
+
+def test_a_fast_hit_is_counted_once_in_the_statistics_and_the_metrics(
+    pair: tuple[Pair, httpx.Client, httpx.Client],
+) -> None:
+    p, fast, slow = pair
+    text = "Counted once."
+    make_entry(slow, text)
+    key = make_entry(slow, "And fetched.")
+    hits = p.service.snapshot()["hits"]
+    posts, gets = _metric(fast, _POSTS), _metric(fast, _GETS)
+    for _ in range(3):
+        assert fast.post("/api/tts", data={"text": text, "voice": VOICE}).headers["x-cache"] == "HIT"
+    fast.get(f"/api/audio/{key}.wav")
+    assert p.counts.tts == 3 and p.counts.audio == 1
+    snap = p.service.snapshot()
+    assert snap["hits"] == hits + 3
+    assert any(row["text"] == text and row["count"] >= 4 for row in snap["top_requested"]), snap["top_requested"]
+    # The HTTP metrics label them with their route, as the endpoints' requests are.
+    assert _metric(fast, _POSTS) == posts + 3
+    assert _metric(fast, _GETS) == gets + 1
+
+
+_POSTS = 'tts_http_requests_total{method="POST",route="/api/tts",status="200"}'
+_GETS = 'tts_http_requests_total{method="GET",route="/api/audio/{key}.{ext}",status="200"}'
+
+
+def _metric(client: httpx.Client, name: str) -> float:
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_everything_but_a_plain_hit_goes_to_the_endpoint(pair: tuple[Pair, httpx.Client, httpx.Client]) -> None:
+    p, fast, slow = pair
+    text = "Not for the fast path."
+    key = make_entry(slow, text)
+    base = {"text": text, "voice": VOICE}
+    answer = fast.post("/api/tts", data=base, headers={"Accept": "application/json"})
+    assert answer.json()["url"] == f"/api/audio/{key}.wav"
+    assert fast.post("/api/tts", data={**base, "stream": "true"}).headers["cache-control"] == "no-store"
+    assert fast.post("/api/tts", data={**base, "cache": "false"}).headers["x-cache"] == "BYPASS"
+    assert fast.post("/api/tts", data={**base, "text": "A miss."}).headers["x-cache"] == "MISS"
+    for bad in ({"seed": "-1"}, {"format": "aiff"}, {"voice": "nobody"}, {"text": ""}, {"mode": "instruct"}):
+        got, want = fast.post("/api/tts", data={**base, **bad}), slow.post("/api/tts", data={**base, **bad})
+        assert got.status_code >= 400, bad
+        same_answer(got, want)
+    big = fast.post("/api/tts", data={**base, "padding": "x" * MAX_FORM_BYTES})  # an unknown field: ignored
+    assert big.headers["x-cache"] == "HIT"  # a hit, but a body this large is not read by the fast path
+    assert p.counts.tts == 0
+
+
+def test_a_slow_small_body_still_meets_the_body_deadline(tmp_path: Path) -> None:
+    svc = make(tmp_path, **{"server.body_timeout": 1.0})
+    try:
+        app = create_app(svc)
+        with LiveServer(app, server=svc.config.server) as live:
+            head = (
+                b"POST /api/tts HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                b"Content-Length: 200\r\n\r\ntext=a"
+            )
+            with socket.create_connection(("127.0.0.1", live.port), timeout=10) as conn:
+                conn.sendall(head)
+                time.sleep(1.5)
+                got = conn.recv(65536)
+            assert got.startswith(b"HTTP/1.1 408"), got
+            assert b"server.body_timeout" in got
+            assert app.state.fast_path.tts == 0
+    finally:
+        svc.close()
+
+
+def test_the_fast_form_has_the_endpoints_fields_types_and_bounds(service: TTSService) -> None:
+    schema = create_app(service).openapi()
+    ref = schema["paths"]["/api/tts"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]["$ref"]
+    endpoint = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    form = TTSForm.model_json_schema()
+
+    def bare(prop: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in prop.items() if k not in ("title", "description", "default")}
+
+    fields = set(endpoint["properties"]) - {"prompt_audio", "stream"}  # a form with either is the endpoint's
+    assert fields == set(form["properties"])
+    assert endpoint["required"] == form["required"] == ["text"]
+    for name in fields:
+        mine, theirs = form["properties"][name], endpoint["properties"][name]
+        assert bare(mine) == bare(theirs), name
+        assert mine.get("default") == theirs.get("default"), name
+
+
+# -- the service's part: a hit from memory, without I/O --------------------------------------
+
+
+def test_memory_hit_answers_only_what_memory_alone_can(tmp_path: Path) -> None:
+    from lib.request import TTSRequest
+    from tests.test_cache import tone_prompt
+
+    preset = TTSRequest(text="From memory.", voice=VOICE)
+    saved = TTSRequest(text="From memory.", voice="desk")
+    first = make(tmp_path)
+    try:
+        first.save_voice("desk", (22_050, tone_prompt()), "")
+        assert first.memory_hit(preset) is None  # a miss: the caller synthesises
+        assert first.synthesise(preset).cache == "MISS"
+        before = first.snapshot()
+        hit = first.memory_hit(preset)
+        assert hit is not None and hit.cache == "HIT" and hit.info["tier"] == "memory"
+        after = first.snapshot()
+        assert after["hits"] == before["hits"] + 1 and after["errors"] == before["errors"]
+        assert first.synthesise(saved).cache == "MISS"
+        assert first.memory_hit(saved) is not None  # the saved voice is remembered
+    finally:
+        first.close()
+    again = make(tmp_path)  # a new process: the voice and the entries are on disk only
+    try:
+        assert again.memory_hit(saved) is None  # it must not read the voice library's store
+        assert again.memory_hit(preset) is None  # nor the disk tier
+        assert again.synthesise(saved).info["tier"] == "disk"  # which the normal path does
+        assert again.memory_hit(saved) is not None  # and now both are in memory
+        upload = TTSRequest(text="From memory.", prompt_audio=(22_050, tone_prompt()))
+        assert again.memory_hit(upload) is None  # a prompt to decode is not event-loop work
+        errors = again.snapshot()["errors"]
+        assert again.memory_hit(TTSRequest(text="", voice=VOICE)) is None  # refused: recorded by synthesise
+        assert again.snapshot()["errors"] == errors
+    finally:
+        again.close()
