@@ -28,6 +28,7 @@ from .errors import error_response
 __all__ = ["BodyTimeout", "BodyTimeoutError", "MethodGuard"]
 
 _NEVER = frozenset({"TRACE", "CONNECT"})
+_KNOWN_PATHS = 1024
 
 
 class BodyTimeoutError(HTTPException):
@@ -84,8 +85,21 @@ class MethodGuard:
         self.app = app
         self._routes = routes
         self._table: list[tuple[str, APIRoute, frozenset[str]]] | None = None
+        self._known: dict[str, frozenset[str]] = {}
+        """Allowed methods of paths seen lately (a hot path is asked again and again);
+        emptied when it reaches ``_KNOWN_PATHS``, so it stays small whatever clients send."""
 
-    def _allowed(self, path: str) -> set[str]:
+    def _allowed(self, path: str) -> frozenset[str]:
+        known = self._known.get(path)
+        if known is None:
+            known = self._lookup(path)
+            if len(path) <= 256:  # and small: a long path is looked up every time
+                if len(self._known) >= _KNOWN_PATHS:
+                    self._known.clear()
+                self._known[path] = known
+        return known
+
+    def _lookup(self, path: str) -> frozenset[str]:
         if self._table is None:
             # Each route's path up to its first parameter: a cheap startswith before
             # the regex, which most routes then never need (this runs on every request).
@@ -98,14 +112,14 @@ class MethodGuard:
         for prefix, route, methods in self._table:
             if path.startswith(prefix) and route.path_regex.match(path):
                 allowed |= methods
-        return allowed
+        if "GET" in allowed:
+            allowed.add("HEAD")
+        return frozenset(allowed)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             method, path = scope["method"], scope["path"]
             allowed = self._allowed(path)
-            if "GET" in allowed:
-                allowed.add("HEAD")
             if method in _NEVER or (allowed and method not in allowed):
                 listed = ", ".join(sorted(allowed - _NEVER))
                 message = f"method {method} is not allowed on {path}" + (f"; allowed: {listed}" if listed else "")
