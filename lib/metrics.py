@@ -90,6 +90,24 @@ class Metrics:
             ["result"], registry=r,
         )  # fmt: skip
         r.register(_GaugeCollector(gauges))
+        # The children of the per-request instruments, found once: ``labels()`` checks its
+        # arguments and takes a lock on every call, and these are counted on every request.
+        self._results: dict[str, tuple[Any, Any]] = {}
+        self._tiers: dict[str, Any] = {}
+
+    def count_request(self, result: str, seconds: float) -> None:
+        """One answered request: ``tts_cache_requests`` and its latency, by ``result``."""
+        found = self._results.get(result)
+        if found is None:
+            found = self._results[result] = (self.requests.labels(result), self.latency.labels(result))
+        found[0].inc()
+        found[1].observe(seconds)
+
+    def count_tier_hit(self, tier: str) -> None:
+        found = self._tiers.get(tier)
+        if found is None:
+            found = self._tiers[tier] = self.tier_hits.labels(tier)
+        found.inc()
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

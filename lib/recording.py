@@ -44,16 +44,14 @@ class Recorder:
         )
         if saved:
             self.metrics.engine_seconds_saved.inc(saved)
-        self.metrics.requests.labels(label).inc()
-        self.metrics.latency.labels(label).observe(seconds)
+        self.metrics.count_request(label, seconds)
         _LOGGER.info("%s key=%s %.1f ms text=%r", result.cache, result.key, seconds * 1e3, cut_text(r.fields.text))
 
     def failed(self, request: AnyRequest, r: Resolved | None, exc: BaseException, started: float) -> None:
         """A request that ended in ``exc`` (a :class:`TTSError`, or a bug: logged whole)."""
         seconds = time.perf_counter() - started
         self.stats.record("error", seconds, origin=_origin(request))
-        self.metrics.requests.labels("error").inc()
-        self.metrics.latency.labels("error").observe(seconds)
+        self.metrics.count_request("error", seconds)
         key = r.key if r is not None else "-"
         text = getattr(request, "text", "")
         text = text if isinstance(text, str) else ""

@@ -79,6 +79,9 @@ class Resolver:
         self.voices = voices
         self.config = config
         self.finish = Finish.from_config(config)
+        self._presets: dict[tuple[object, ...], Resolved] = {}
+        """Resolutions of recent requests in preset voices (``resolve_in_memory``):
+        those depend on the request, the engine and the configuration alone."""
 
     def resolve(self, request: TTSRequest) -> Resolved:
         return self._resolve(request, self.voices.saved)
@@ -89,10 +92,23 @@ class Resolver:
         saved voice not in memory. Raises what :meth:`resolve` raises otherwise."""
         if request.prompt_audio is not None:
             return None
+        # The types too: True == 1 and 1 == 1.0, but a check may refuse one and not the other.
+        memo = (request, type(request.seed), type(request.speed), type(request.ttl))
         try:
-            return self._resolve(request, self._remembered)
+            known, hashable = self._presets.get(memo), True
+        except TypeError:  # a field that cannot be hashed: resolved (and surely refused) every time
+            known, hashable = None, False
+        if known is not None:
+            return known
+        try:
+            resolved = self._resolve(request, self._remembered)
         except _NotInMemory:
             return None
+        if hashable and resolved.preset is not None:  # a saved voice may be replaced: not kept
+            if len(self._presets) >= _PRESET_MEMO:
+                self._presets.clear()
+            self._presets[memo] = resolved
+        return resolved
 
     def _remembered(self, name: str) -> SavedPrompt:
         found = self.voices.remembered(name)
@@ -235,6 +251,10 @@ class Resolver:
         if has_style and "instruct" in engine.modes and not ({"zero_shot", "cross_lingual"} & engine.style_modes):
             return "instruct"
         return "zero_shot" if has_prompt_text else "cross_lingual"
+
+
+#: Preset-voice resolutions kept for the hit path (a few MB at most, texts included).
+_PRESET_MEMO = 1024
 
 
 class _NotInMemory(Exception):

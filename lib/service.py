@@ -240,7 +240,7 @@ class TTSService:
         return result
 
     def _hit(self, key: str, entry: CachedAudio, tier: str, started: float) -> SynthesisResult:
-        self.metrics.tier_hits.labels(tier).inc()
+        self.metrics.count_tier_hit(tier)
         return SynthesisResult.made(key, "HIT", entry, started, {}, tier, files=self.files)
 
     def resolve(self, request: TTSRequest) -> Resolved:

@@ -19,8 +19,11 @@ from lib.api import create_app
 from lib.api.fastpath import MAX_FORM_BYTES, TTSForm
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
+from lib.errors import ValidationError
+from lib.request import TTSRequest
 from lib.service import TTSService
 from tests.api_server import LiveServer
+from tests.test_cache import tone_prompt
 
 VOICE = "tone-low"
 #: Headers that differ between two answers by nature (the clock).
@@ -250,9 +253,6 @@ def test_the_fast_form_has_the_endpoints_fields_types_and_bounds(service: TTSSer
 
 
 def test_memory_hit_answers_only_what_memory_alone_can(tmp_path: Path) -> None:
-    from lib.request import TTSRequest
-    from tests.test_cache import tone_prompt
-
     preset = TTSRequest(text="From memory.", voice=VOICE)
     saved = TTSRequest(text="From memory.", voice="desk")
     first = make(tmp_path)
@@ -282,3 +282,20 @@ def test_memory_hit_answers_only_what_memory_alone_can(tmp_path: Path) -> None:
         assert again.snapshot()["errors"] == errors
     finally:
         again.close()
+
+
+def test_the_hit_path_remembers_preset_resolutions_but_never_a_saved_voices(service: TTSService) -> None:
+    preset = TTSRequest(text="Remembered.", voice=VOICE, seed=1)
+    first = service.resolver.resolve_in_memory(preset)
+    assert first is not None and service.resolver.resolve_in_memory(preset) is first  # kept
+    assert first == service.resolve(preset)  # and what the normal path resolves
+    with pytest.raises(ValidationError, match="seed"):  # True == 1, but a bool is no seed
+        service.resolver.resolve_in_memory(TTSRequest(text="Remembered.", voice=VOICE, seed=True))
+
+    service.save_voice("desk", (22_050, tone_prompt(hz=180.0)), "")
+    saved = TTSRequest(text="Remembered.", voice="desk")
+    assert service.synthesise(saved).cache == "MISS"
+    assert service.memory_hit(saved) is not None
+    service.save_voice("desk", (22_050, tone_prompt(hz=240.0)), "", replace=True)  # another voice, same name
+    assert service.memory_hit(saved) is None  # a new key: not the old voice's audio
+    assert service.synthesise(saved).cache == "MISS"
