@@ -11,6 +11,7 @@ Run: .venv/bin/python bench/bench_cache.py [--quick]
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -28,6 +29,7 @@ from lib.service import TTSService
 
 CLIP_TEXT = "x" * 50  # 50 chars x 0.1 s = a 5 s clip
 POLICY: str | None = None  # --policy: cache.eviction_policy (None: the default)
+RAW = False  # --raw: results are the engine's audio untouched (no loudness target, no tail)
 
 
 def _service(cache_dir: str, memory: bool) -> tuple[TTSService, ToneEngine]:
@@ -37,7 +39,10 @@ def _service(cache_dir: str, memory: bool) -> tuple[TTSService, ToneEngine]:
         overrides["cache.memory_bytes"] = 0
     if POLICY is not None:
         overrides["cache.eviction_policy"] = POLICY
-    return TTSService(load_config(env={}, overrides=overrides), engine), engine
+    config = load_config(env={}, overrides=overrides)
+    if RAW:
+        config = dataclasses.replace(config, segments=dataclasses.replace(config.segments, loudness=None, tail=0.0))
+    return TTSService(config, engine), engine
 
 
 def _percentiles(samples: list[float]) -> tuple[float, float]:
@@ -124,11 +129,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs (a smoke test)")
     parser.add_argument("--policy", help="cache.eviction_policy to measure (default: the configured default)")
+    parser.add_argument("--raw", action="store_true", help="segments.loudness null and tail 0 (no levelling)")
     args = parser.parse_args()
-    global POLICY
-    POLICY = args.policy
+    global POLICY, RAW
+    POLICY, RAW = args.policy, args.raw
     runs, n = (2, 200) if args.quick else (5, 1000)
-    print(f"bench_cache: {time.strftime('%Y-%m-%d')}, python {sys.version.split()[0]}, policy {POLICY or 'default'}")
+    print(f"bench_cache: {time.strftime('%Y-%m-%d')}, python {sys.version.split()[0]}, policy {POLICY or 'default'}"
+          f"{', raw engine audio' if RAW else ''}")
     bench_tiers(runs, n)
     bench_miss_overhead(runs, 50 if args.quick else 200)
     bench_scale(runs, n, (1_000, 10_000 if args.quick else 100_000))

@@ -89,6 +89,41 @@ def test_renewer_thread_is_joined_on_stop(tmp_path: Path) -> None:
     leases.close()
 
 
+class _ReleasedDuringRenewal(DiskLeases):
+    """Real disk leases; the renewal of ``k`` finds it released meanwhile by its holder
+    (as the writer does once an entry is on disk), the renewal of ``lost`` finds it taken."""
+
+    renewer: Renewer
+    renewed: threading.Event
+
+    def renew(self, key: str, token: str, lease: float) -> bool:
+        if key == "k":
+            self.release(key, token)
+            self.renewer.remove(key)
+        elif key == "lost":
+            self.release(key, token)  # expired and gone while still held
+        ok = super().renew(key, token, lease)
+        if key == "lost":
+            self.renewed.set()
+        return ok
+
+
+def test_a_lease_released_during_renewal_is_not_reported_lost(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    leases = _ReleasedDuringRenewal(str(tmp_path / "locks"))
+    leases.renewed = threading.Event()
+    renewer = leases.renewer = Renewer(leases, lease=0.3)
+    held = {key: leases.acquire(key, 0.3) for key in ("k", "lost")}
+    with caplog.at_level("WARNING", logger="lib.cache.leases"):
+        for key, token in held.items():
+            assert token is not None
+            renewer.add(key, token)
+        assert leases.renewed.wait(10)
+        renewer.stop()
+    lost = [r.getMessage() for r in caplog.records if "lost the single-flight lease" in r.getMessage()]
+    assert lost and set(lost) == {"lost the single-flight lease on lost (expired while running)"}
+    leases.close()
+
+
 def test_dashboard_refresh_does_not_wait_for_background_writes(tmp_path: Path) -> None:
     svc = TTSService(load_config(env={}, overrides={"engine": "tone", "cache.dir": str(tmp_path / "c")}), ToneEngine())
     try:

@@ -156,13 +156,18 @@ class Renewer:
         if thread is not None:
             thread.join(timeout=10)
 
+    def _holds(self, key: str, token: str) -> bool:
+        with self._lock:
+            return self._held.get(key) == token
+
     def _loop(self) -> None:
         while not self._wake.wait(self._lease / 3):
             with self._lock:
                 held = list(self._held.items())
             for key, token in held:
                 try:
-                    if not self._leases.renew(key, token, self._lease):
+                    if not self._leases.renew(key, token, self._lease) and self._holds(key, token):
+                        # (Not a lease released since the snapshot above: that is no loss.)
                         _LOGGER.warning("lost the single-flight lease on %s (expired while running)", key)
                 except Exception:  # a broken lock store must not kill the thread
                     _LOGGER.exception("could not renew the single-flight lease on %s", key)
