@@ -132,6 +132,11 @@ def test_http_convert(service: TTSService, testdata_dir: Path) -> None:
         )  # fmt: skip
         assert first.status_code == 200, first.text
         assert first.headers["x-cache"] == "MISS" and first.headers["content-type"] == "audio/wav"
+        assert first.headers["cache-control"] == "public, max-age=31536000, immutable"  # as /api/tts
+        private = client.post("/api/convert", files=files, data={"voice": "tone-low", "seed": "5", "ttl": "600"})
+        assert private.headers["cache-control"].startswith("private, max-age=")
+        bypass = client.post("/api/convert", files=files, data={"voice": "tone-low", "cache": "false"})
+        assert bypass.headers["x-cache"] == "BYPASS" and bypass.headers["cache-control"] == "no-store"
         doc = second.json()
         assert doc["cache"] == "HIT" and doc["key"] == first.headers["x-cache-key"]
         stored = client.get(doc["url"])

@@ -8,16 +8,16 @@ from typing import Annotated, Any, Literal
 
 from anyio import to_thread
 from fastapi import APIRouter, File, Form, Header, UploadFile
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
-from lib.audio import MIME_TYPES, encode
+from lib.audio import MIME_TYPES
 from lib.errors import ValidationError
 from lib.request import ConvertRequest
 from lib.service import TTSService
 from lib.validate import MAX_SEED, MAX_SPEED, MAX_TTL, MIN_SPEED
 
 from .errors import ERROR_RESPONSES
-from .http import etag_for
+from .speech import answer, answer_bytes
 from .uploads import read_upload
 
 __all__ = ["convert_router"]
@@ -66,30 +66,9 @@ def convert_router(service: TTSService) -> APIRouter:
 
         def work() -> tuple[Any, bytes]:
             result = service.convert(request)
-            stored = result.cache == "HIT" or (result.cache == "MISS" and store)
-            body = service.audio_bytes(result.audio, format) if stored else encode(
-                result.audio.pcm, result.sample_rate, format
-            )
-            return result, body
+            return result, answer_bytes(service, result, format, store)
 
         result, body = await to_thread.run_sync(work)
-        headers = {
-            "X-Cache": result.cache,
-            "X-Cache-Key": result.key,
-            "ETag": etag_for(result.key, format),
-            "X-Audio-Duration": f"{result.duration:.3f}",
-            "X-Sample-Rate": str(result.sample_rate),
-        }
-        if accept and "application/json" in accept:
-            stored = result.cache == "HIT" or (result.cache == "MISS" and store)
-            if stored:  # the url must work from now on, even after a crash (see speech.py)
-                await to_thread.run_sync(service.wait_stored, result.key)
-            doc = {
-                "key": result.key, "cache": result.cache,
-                "url": f"/api/audio/{result.key}.{format}" if stored else None,
-                "duration": round(result.duration, 4), "sample_rate": result.sample_rate,
-            }  # fmt: skip
-            return JSONResponse(doc, headers=headers)
-        return Response(body, media_type=MIME_TYPES[format], headers=headers)
+        return await answer(service, result, body, format, store, accept)
 
     return router

@@ -32,8 +32,11 @@ from .http import NO_STORE, cache_control, etag_for, etag_matches, parse_range, 
 
 __all__ = [
     "SpeechRequest",
+    "answer",
+    "answer_bytes",
     "audio_headers",
     "hit_bytes",
+    "is_stored",
     "not_modified",
     "speech_router",
     "stored_response",
@@ -114,10 +117,7 @@ def speech_router(service: TTSService) -> APIRouter:
     async def run(request: TTSRequest) -> tuple[SynthesisResult, bytes]:
         def work() -> tuple[SynthesisResult, bytes]:
             result = service.synthesise(request)
-            if result.cache == "HIT" or (result.cache == "MISS" and request.store):
-                return result, service.audio_bytes(result.audio, request.format)
-            # Not stored (bypass, or store=false): encode without keeping a transcode in memory.
-            return result, encode(result.audio.pcm, result.sample_rate, request.format)
+            return result, answer_bytes(service, result, request.format, request.store)
 
         return await to_thread.run_sync(work)
 
@@ -158,20 +158,19 @@ def speech_router(service: TTSService) -> APIRouter:
                 raise ValidationError("prompt_audio: the uploaded file is empty; upload a recording of speech")
         if stream and format not in STREAM_FORMATS:
             raise ValidationError(f"format: {format} cannot be streamed; with stream=true use wav, pcm or mp3")
-        pcm = format == "pcm"
         req = tts_request(
             text=text, prompt_audio=audio, voice=voice, prompt_text=prompt_text, style=style,
             seed=seed, speed=speed, mode=mode, format=format, cache=cache, store=store, ttl=ttl,
         )  # fmt: skip
         if stream:
-            answer = await to_thread.run_sync(service.stream, req)
+            streamed = await to_thread.run_sync(service.stream, req)
             return StreamingResponse(
-                encode_stream(answer.chunks, answer.sample_rate, format),
+                encode_stream(streamed.chunks, streamed.sample_rate, format),
                 media_type=STREAM_FORMATS[format],
                 headers={
-                    "X-Cache": answer.cache,
-                    "X-Cache-Key": answer.key,
-                    "X-Sample-Rate": str(answer.sample_rate),
+                    "X-Cache": streamed.cache,
+                    "X-Cache-Key": streamed.key,
+                    "X-Sample-Rate": str(streamed.sample_rate),
                     "Cache-Control": NO_STORE,  # a stream has no length and no entity tag to revalidate
                 },
             )
@@ -180,20 +179,7 @@ def speech_router(service: TTSService) -> APIRouter:
             result, body = hit, await hit_bytes(service, hit, req.format)
         else:
             result, body = await run(req)
-        stored = result.cache == "HIT" or (result.cache == "MISS" and store)
-        headers = tts_headers(result, format, stored)
-        if accept and "application/json" in accept:
-            if stored:
-                # The URL must work from now on, even after a crash: wait for the
-                # background write of a new entry to reach the disk (a few ms).
-                await to_thread.run_sync(service.wait_stored, result.key)
-            doc = TTSResult(
-                key=result.key, cache=result.cache,  # type: ignore[arg-type]
-                url=f"/api/audio/{result.key}.{'wav' if pcm else format}" if stored else None,
-                duration=round(result.duration, 4), sample_rate=result.sample_rate,
-            )  # fmt: skip
-            return JSONResponse(doc.model_dump(), headers=headers)
-        return tts_response(body, format, headers)
+        return await answer(service, result, body, format, store, accept)
 
     @router.head("/api/audio/{key}.{ext}", include_in_schema=False)
     @router.get(
@@ -309,6 +295,41 @@ def tts_request(
         seed=seed, speed=speed, mode=mode, format="wav" if format == "pcm" else format,
         use_cache=cache, store=store, ttl=ttl,
     )  # fmt: skip
+
+
+def is_stored(result: SynthesisResult, store: bool) -> bool:
+    """Whether the answer is (or is being) stored under its key: a hit, or a miss that
+    asked to be stored."""
+    return result.cache == "HIT" or (result.cache == "MISS" and store)
+
+
+def answer_bytes(service: TTSService, result: SynthesisResult, fmt: str, store: bool) -> bytes:
+    """The body of a synthesis or conversion answer in ``fmt`` (a worker thread's job)."""
+    if is_stored(result, store):
+        return service.audio_bytes(result.audio, fmt)
+    # Not stored (bypass, or store=false): encode without keeping a transcode in memory.
+    return encode(result.audio.pcm, result.sample_rate, fmt)
+
+
+async def answer(
+    service: TTSService, result: SynthesisResult, body: bytes, format: str, store: bool, accept: str | None
+) -> Response:
+    """The answer of ``POST /api/tts`` and ``POST /api/convert``: the audio, or with
+    ``Accept: application/json`` where to GET it; the same headers either way."""
+    stored = is_stored(result, store)
+    headers = tts_headers(result, format, stored)
+    if accept and "application/json" in accept:
+        if stored:
+            # The URL must work from now on, even after a crash: wait for the
+            # background write of a new entry to reach the disk (a few ms).
+            await to_thread.run_sync(service.wait_stored, result.key)
+        doc = TTSResult(
+            key=result.key, cache=result.cache,  # type: ignore[arg-type]
+            url=f"/api/audio/{result.key}.{'wav' if format == 'pcm' else format}" if stored else None,
+            duration=round(result.duration, 4), sample_rate=result.sample_rate,
+        )  # fmt: skip
+        return JSONResponse(doc.model_dump(), headers=headers)
+    return tts_response(body, format, headers)
 
 
 def tts_headers(result: SynthesisResult, format: str, stored: bool) -> dict[str, str]:
