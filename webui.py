@@ -30,6 +30,7 @@ from lib.cli import add_config_flags, config_from_args
 from lib.engines.base import can_convert
 from lib.errors import TTSError
 from lib.service import TTSService
+from lib.ui.base import token_box
 from lib.ui.forms import (
     MODE_FORMS,
     build_request,
@@ -227,10 +228,7 @@ def _voices_tab(h: Handlers, demo: gr.Blocks, voice: gr.Dropdown) -> gr.Dropdown
         with gr.Column(scale=2, min_width=280):
             name = gr.Textbox(label="音色名称 Voice name", elem_id="voice-name")
             replace = gr.Checkbox(False, label="替换同名音色（管理员）Replace a voice of this name (admin)")
-            token = gr.Textbox(
-                label=f"管理员令牌 Admin token, to replace or delete (only when {token_env} is set)",
-                type="password", elem_id="voice-token",
-            )  # fmt: skip
+            token = token_box(", to replace or delete", token_env, "voice-token")
             save = gr.Button("保存音色 Save voice", variant="primary", elem_id="save-voice")
     message = gr.HTML(elem_id="voice-message", js_on_load=None)
     sample = gr.Audio(type="filepath", label="试听 Sample", interactive=False, autoplay=True, elem_id="voice-sample")
@@ -303,11 +301,11 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> None:
                 False, label="我已确认：会影响所有用户的缓存 I understand: this changes the cache for everyone",
                 elem_id="admin-confirm",
             )  # fmt: skip
-            token = gr.Textbox(
-                label=f"管理员令牌 Admin token (only when {token_env} is set; it also shows the phrase tables and "
-                "allows the export, which hold users' texts)",
-                type="password", elem_id="admin-token",
-            )  # fmt: skip
+            token = token_box(
+                " for these actions, the phrase tables and the export, which hold users' texts",
+                token_env,
+                "admin-token",
+            )
             tag = gr.Dropdown(
                 [], value=None, label="要清除的模型版本 Model version to evict (as found in the cache)",
                 elem_id="evict-tag", allow_custom_value=True,

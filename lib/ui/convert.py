@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from lib.engines.base import can_convert
 from lib.errors import TTSError, ValidationError
 from lib.request import ConvertRequest, PromptSource
 from lib.service import TTSService
-from lib.ui.messages import UIMessage, explain
+from lib.ui.messages import FieldErrors, UIMessage
 from lib.validate import check_seed, check_speed
 
 __all__ = ["CONVERT_FIELDS", "build_convert_request", "can_convert", "check_source", "convert_errors"]
@@ -68,16 +68,8 @@ def convert_errors(service: TTSService, form: Sequence[Any]) -> dict[str, UIMess
     use_cache)`` by field: the fields that stand alone first, then the request as a
     whole (the target voice and the engine), resolved exactly as the service will."""
     source, prompt_audio, voice, seed, speed, fmt, use_cache = form
-    errors: dict[str, UIMessage] = {}
-    paths = [source, prompt_audio]
-
-    def attempt(field: str, check: Callable[[], object]) -> None:
-        try:
-            check()
-        except TTSError as exc:
-            message = explain(exc, paths=paths)
-            errors.setdefault(message.field if message.field in CONVERT_FIELDS else field, message)
-
+    errors = FieldErrors(CONVERT_FIELDS, paths=[source, prompt_audio])
+    attempt = errors.attempt
     attempt("seed", lambda: check_seed(seed))
     attempt("speed", lambda: check_speed(speed))
     values = (source, prompt_audio, voice, seed, speed, fmt, use_cache)
@@ -89,4 +81,4 @@ def convert_errors(service: TTSService, form: Sequence[Any]) -> dict[str, UIMess
         attempt("source_audio", lambda: service.resolver.resolve_convert(build_convert_request(*values)))
     if errors:
         _LOGGER.debug("convert form refused: %s", sorted(errors))
-    return errors
+    return dict(errors)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lib.config import AppConfig
-from lib.errors import TTSError, ValidationError
+from lib.errors import ValidationError
 from lib.request import CONVERT, Resolved, TTSRequest
-from lib.ui.messages import MODE_NAMES, UIMessage, explain
+from lib.ui.messages import MODE_NAMES, FieldErrors, UIMessage
 from lib.validate import check_seed, check_speed, normalise_fields
 
 __all__ = [
@@ -203,16 +203,8 @@ def form_errors(service: Resolving, form: Sequence[Any]) -> dict[str, UIMessage]
     style, seed, speed, fmt, use_cache)`` by field, with the API's rules: the fields
     that stand alone first, then the request as a whole (voice, mode, prompt)."""
     mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache = form
-    errors: dict[str, UIMessage] = {}
-    paths = [prompt_audio]
-
-    def attempt(field: str, check: Any) -> None:
-        try:
-            check()
-        except TTSError as exc:
-            message = explain(exc, paths=paths)
-            errors.setdefault(message.field if message.field in FORM_FIELDS else field, message)
-
+    errors = FieldErrors(FORM_FIELDS, paths=[prompt_audio])
+    attempt = errors.attempt
     attempt("seed", lambda: check_seed(seed))
     attempt("speed", lambda: check_speed(speed))
     words = TTSRequest(text=text or "", style=style or "", prompt_text=prompt_text or "")
@@ -220,7 +212,7 @@ def form_errors(service: Resolving, form: Sequence[Any]) -> dict[str, UIMessage]
     if not errors:
         form_values = (mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
         attempt("mode", lambda: service.resolve(build_request(*form_values)))
-    return errors
+    return dict(errors)
 
 
 def form_note(

@@ -10,7 +10,7 @@ the web UI can meet, and removes temporary upload paths. One mapping, used by ev
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +29,7 @@ from lib.errors import (
 )
 from lib.phrases import PhraseFileError
 
-__all__ = ["FIELD_LABELS", "MODE_NAMES", "UIMessage", "explain", "explain_note", "scrub_paths"]
+__all__ = ["FIELD_LABELS", "MODE_NAMES", "FieldErrors", "UIMessage", "explain", "explain_note", "scrub_paths"]
 
 #: The service's field names -> the label the operator sees next to the input.
 FIELD_LABELS = {
@@ -230,6 +230,25 @@ _EXPORT_NOTES = [
     (re.compile(r"which a phrase list cannot choose"), "短语列表无法指定该模式"),
     (re.compile(r"voice or model that changed"), "音色已重新保存或引擎已升级，与原结果不同"),
 ]
+
+
+class FieldErrors(dict[str, UIMessage]):
+    """A form's problems by field, the first one per field: :meth:`attempt` runs a
+    check and files its refusal under the field the message names when the form has
+    that field, else under the field the check was made for."""
+
+    def __init__(self, fields: Collection[str], paths: Iterable[str | Path | None]) -> None:
+        super().__init__()
+        self._fields = fields
+        self._paths = list(paths)
+
+    def attempt(self, field: str, check: Callable[[], object]) -> None:
+        try:
+            check()
+        except TTSError as exc:
+            message = explain(exc, paths=self._paths)
+            named = message.field
+            self.setdefault(named if named is not None and named in self._fields else field, message)
 
 
 def explain_note(note: str) -> str:

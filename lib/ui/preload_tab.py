@@ -9,6 +9,7 @@ import logging
 
 import gradio as gr
 
+from lib.ui.base import token_box
 from lib.ui.cache_handlers import CacheHandlers
 
 __all__ = ["preload_tab"]
@@ -26,10 +27,7 @@ def preload_tab(h: CacheHandlers) -> None:
     upload = gr.File(label="短语列表（可选）Phrase list (optional)", file_types=[".json"], type="filepath")
     with gr.Row():
         force = gr.Checkbox(False, label="强制重新生成已缓存的短语（管理员）Force: regenerate cached phrases (admin)")
-        token = gr.Textbox(
-            label=f"管理员令牌 Admin token, to force (only when {h.service.config.server.admin_token_env} is set)",
-            type="password", elem_id="preload-token",
-        )  # fmt: skip
+        token = token_box(", to force", h.service.config.server.admin_token_env, "preload-token")
     start = gr.Button("开始预加载 Run preload", variant="primary", elem_id="run-preload")
     result = gr.Markdown(elem_id="preload-result")
     error = gr.HTML(elem_id="preload-error", js_on_load=None)
