@@ -224,6 +224,9 @@ def test_top_phrases_are_grouped_by_text_and_voice_name() -> None:
         [4, 1, "欢迎光临", "desk"],
     ]
 
+    # the "most missed" table puts the most misses first, whatever the request count
+    assert top_table(rows, by="misses").values.tolist()[0] == [7, 2, "欢迎光临", "zh-female"]
+
 
 def test_the_dashboard_counts_preload_apart_from_users(service: TTSService, tmp_path: Path) -> None:
     phrases = parse_phrases(

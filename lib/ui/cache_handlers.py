@@ -49,7 +49,7 @@ class CacheHandlers(HandlerBase):
             )
         return (
             text, latency_plot(samples, seconds, now), hit_rate_plot(samples, seconds, now),
-            top_table(snap.get("top_requested", [])), top_table(snap.get("top_missed", [])),
+            top_table(snap.get("top_requested", [])), top_table(snap.get("top_missed", []), by="misses"),
         )  # fmt: skip
 
     def evict_choices(self) -> Any:

@@ -208,16 +208,17 @@ def versions_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
 _TOP_COLUMNS = ["次数 Count", "未命中 Missed", "文本 Text", "音色 Voice"]
 
 
-def top_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """Top phrases grouped by text and voice name, most requested first (the statistics
-    count each seed, style and speed apart; here they are added up)."""
+def top_table(rows: Sequence[Mapping[str, Any]], by: str = "count") -> pd.DataFrame:
+    """Top phrases grouped by text and voice name, the largest ``by`` (``count``: most
+    requested, ``misses``: most missed) first (the statistics count each seed, style and
+    speed apart; here they are added up)."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:
         voice = str(r.get("voice") or "") or "上传的录音 uploaded recording"
         g = groups.setdefault((str(r.get("text", "")), voice), {"count": 0, "misses": 0})
         g["count"] += int(r.get("count", 0))
         g["misses"] += int(r.get("misses", 0))
-    ordered = sorted(groups.items(), key=lambda kv: (-kv[1]["count"], kv[0]))
+    ordered = sorted(groups.items(), key=lambda kv: (-kv[1][by], -kv[1]["count"], kv[0]))
     data = [(g["count"], g["misses"], text, voice) for (text, voice), g in ordered]
     return pd.DataFrame(data, columns=_TOP_COLUMNS)
 
