@@ -47,6 +47,13 @@ class Recorder:
         self.metrics.count_request(label, seconds)
         _LOGGER.info("%s key=%s %.1f ms text=%r", result.cache, result.key, seconds * 1e3, cut_text(r.fields.text))
 
+    def piece_made(self, started: float) -> None:
+        """A template piece synthesised by the preload: counted with the preload's
+        misses, so that the dashboard's "generated" agrees with the preload's report."""
+        seconds = time.perf_counter() - started
+        self.stats.record("miss", seconds, origin="preload")
+        self.metrics.count_request("miss", seconds)
+
     def failed(self, request: AnyRequest, r: Resolved | None, exc: BaseException, started: float) -> None:
         """A request that ended in ``exc`` (a :class:`TTSError`, or a bug: logged whole)."""
         seconds = time.perf_counter() - started

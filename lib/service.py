@@ -254,7 +254,11 @@ class TTSService:
         if piece is None:
             raise ValidationError(f"{template.entry}: its voice cannot be used by the {self.engine.name} engine")
         piece = dataclasses.replace(piece, origin="preload")  # not a request: the eviction policy knows
-        return self.composer.piece(piece, template.id, force=force, dry_run=dry_run)
+        started = time.perf_counter()
+        outcome = self.composer.piece(piece, template.id, force=force, dry_run=dry_run)
+        if outcome == "generated" and not dry_run:
+            self.recorder.piece_made(started)
+        return outcome
 
     def lookup(self, key: str) -> tuple[CachedAudio, str] | None:
         """Find a stored entry in memory, on disk or in the shared tier."""

@@ -153,6 +153,16 @@ def test_after_the_preload_ticket_calls_need_no_engine(service: TTSService, engi
     assert 'tts_cache_requests_total{result="composed"} 100.0' in service.metrics.exposition().decode()
 
 
+
+def test_the_dashboard_counts_the_pieces_the_preload_made(service: TTSService, engine: ToneEngine) -> None:
+    report = preload(service, [], templates=service.templates.templates())
+    assert report.generated == engine.calls > 0
+    since = service.snapshot()["since_start"]
+    assert since["preload_misses"] == report.generated  # what the dashboard calls "generated"
+    assert since["misses"] == 0  # not counted as user traffic
+    again = preload(service, [], templates=service.templates.templates())
+    assert again.generated == 0 and service.snapshot()["since_start"]["preload_misses"] == report.generated
+
 def test_a_composed_answer_is_its_pieces_joined_levelled_and_not_stored(service: TTSService) -> None:
     preloaded(service)
     entries = service.store.stats()["entries"]
