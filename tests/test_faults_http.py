@@ -118,7 +118,9 @@ def test_slow_clients_are_timed_out_and_the_connection_limit_holds(tmp_path: Pat
             # More connections than max_connections are open: a new request is refused at
             # once (503) rather than queued behind them.
             with httpx.Client(base_url=live.url, timeout=30) as fresh:
-                assert fresh.get("/healthz").status_code == 503
+                refused = fresh.get("/healthz")
+                assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+                assert "server.max_connections" in refused.json()["error"]  # JSON, like every API error
             closed_bodies = _trickle(slow_bodies, b"bbbbbbbbbb", limit=30)
             closed_headers = _trickle(slow_headers, b"X-Slow: aaaaaaaaaaaa\r\n", limit=30)
             time.sleep(0.2)

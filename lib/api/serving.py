@@ -12,7 +12,9 @@ What a slow or idle client can hold, and for how long (``server:`` in config.yam
   (:class:`lib.api.guards.BodyTimeout`).
 - ``keepalive_timeout``: an idle keep-alive connection is closed after this long.
 - ``max_connections``: beyond this many connections (and request tasks) at once a new
-  request is answered 503 at once instead of queueing.
+  request is answered 503 at once instead of queueing (uvicorn's ``limit_concurrency``
+  rule, answered in JSON with ``Retry-After`` like every other error of the API, where
+  uvicorn's own answer is plain text).
 - ``max_header_bytes``: the longest request line and headers accepted (400 beyond).
 
 In production, put a reverse proxy in front anyway (README, "Serving in production"):
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Any
 
 import h11
@@ -30,8 +33,16 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from lib.config import ServerConfig
+from lib.ratelimit import LogLimiter
 
 __all__ = ["guarded_protocol", "serve", "uvicorn_config"]
+
+_LOGGER = logging.getLogger(__name__)
+_LIMITER = LogLimiter(_LOGGER)
+_OVER_LIMIT = (
+    b'{"error": "the server is serving as many connections as it may (server.max_connections); '
+    b'retry in a moment"}'
+)
 
 _REQUEST_TIMEOUT = b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
 
@@ -45,6 +56,29 @@ class _HeaderDeadline(H11Protocol):
     """uvicorn's h11 protocol with a deadline on each request's line and headers."""
 
     header_timeout = 10.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # uvicorn's concurrency rule, checked by _limited instead, which answers in JSON.
+        self._limit: int | None = self.limit_concurrency
+        self.limit_concurrency = None
+        if self._limit is not None:
+            self._app = self.app
+            self.app = self._limited
+
+    async def _limited(self, scope: Any, receive: Any, send: Any) -> None:
+        # uvicorn checks before it adds the request's task; here the task is counted.
+        assert self._limit is not None
+        if len(self.connections) < self._limit and len(self.tasks) <= self._limit:
+            await self._app(scope, receive, send)
+            return
+        _LIMITER.log(logging.WARNING, "max-connections", "over server.max_connections (%d): answered 503", self._limit)
+        headers = [
+            (b"content-type", b"application/json"), (b"content-length", str(len(_OVER_LIMIT)).encode()),
+            (b"retry-after", b"1"), (b"connection", b"close"),
+        ]  # fmt: skip
+        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.body", "body": _OVER_LIMIT, "more_body": False})
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._header_timer: asyncio.TimerHandle | None = None
