@@ -41,7 +41,7 @@ from lib.ui.forms import (
     style_used,
     voice_choices,
 )
-from lib.ui.handlers import HISTORY, LIVE_NOTICE, Handlers, live_playback_available
+from lib.ui.handlers import BUTTON_LABELS, HISTORY, LIVE_NOTICE, Handlers, live_playback_available
 from lib.ui.plots import WINDOWS
 from lib.ui.preload_tab import preload_tab
 from lib.ui.theme import CSS, JS, SHOW_RESULT, theme
@@ -136,8 +136,8 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
                 fmt = gr.Dropdown(list(FORMATS), value="wav", label="格式 Format", elem_id="format")
                 use_cache = gr.Checkbox(value=True, label="使用缓存 Use cache", elem_id="use-cache")
         with gr.Column(scale=2, min_width=320, elem_id="result-panel"):
-            generate = gr.Button("合成 Synthesise", variant="primary", size="lg", elem_id="generate")
-            convert = gr.Button("变声 Convert", variant="primary", size="lg", elem_id="convert", visible=False)
+            generate = gr.Button(BUTTON_LABELS[False], variant="primary", size="lg", elem_id="generate")
+            convert = gr.Button(BUTTON_LABELS[True], variant="primary", size="lg", elem_id="convert", visible=False)
             message = gr.HTML(elem_id="result-message", js_on_load=None)
             badge = gr.HTML(elem_id="cache-badge", js_on_load=None)
             notice = gr.Markdown(visible=False, elem_id="style-notice", elem_classes="ui-notice")
@@ -168,8 +168,10 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
         cleared = [output, badge, details, notice, message]
         inputs = convert_form if converts else form
         run_it = h.convert if converts else h.synthesise_live if streamed else h.synthesise
+        button = convert if converts else generate
         run = trigger(
-            h.clearer(converts, live=live_ok), inputs=inputs, outputs=[*cleared, live] if live_ok else cleared,
+            h.clearer(converts, live=live_ok), inputs=inputs,
+            outputs=[*cleared, live, button] if live_ok else [*cleared, button],
             queue=False, show_progress="hidden", api_visibility="private", js=SHOW_RESULT,
         ).then(
             run_it, inputs=[*inputs, history], outputs=[live, *shown] if streamed else shown,
@@ -178,6 +180,8 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
         )  # fmt: skip
         run.success(h.history_view, inputs=history, outputs=players, api_visibility="private")
         run.failure(h.failure_view("synth"), outputs=message, api_visibility="private")
+        for ended in (run.success, run.failure):  # Gradio's .then() does not follow a failure
+            ended(h.idle(converts), outputs=button, queue=False, show_progress="hidden", api_visibility="private")
 
     # /synthesise answers the whole result (API clients); the button plays it live when it can.
     whole = gr.Button(visible=False) if live_ok else generate

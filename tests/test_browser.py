@@ -22,6 +22,7 @@ from conftest import REPO, serving
 import webui
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
+from lib.errors import EngineError
 from lib.request import TTSRequest
 from lib.service import TTSService
 
@@ -100,15 +101,21 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, TTSServ
 
 
 @pytest.fixture(scope="module")
-def slow_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """An engine that takes 2 s, to see the progress while it runs."""
+def slow_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ToneEngine]]:
+    """An engine that takes 2 s, to see the progress while it runs (and made to fail)."""
     config = load_config(env={}, overrides={"cache.dir": str(tmp_path_factory.mktemp("slow")), "engine": "tone"})
-    service = TTSService(config, engine=ToneEngine(delay=2.0))
+    engine = ToneEngine(delay=2.0)
+    service = TTSService(config, engine=engine)
     try:
         with serving(webui.create_app(service), _port()) as url:
-            yield url
+            yield url, engine
     finally:
         service.close()
+
+
+@pytest.fixture
+def slow_url(slow_app: tuple[str, ToneEngine]) -> str:
+    return slow_app[0]
 
 
 @pytest.fixture(scope="module")
@@ -241,6 +248,44 @@ def test_progress_is_in_view_while_it_runs(open_page: Callable[[str], Page], slo
     assert in_view(page, progress), f"progress out of view at {viewport}"
     expect(badge(page)).to_have_attribute("data-cache", "MISS", timeout=30_000)
     assert in_view(page, badge(page))
+
+
+
+def test_the_button_is_busy_while_a_request_runs_and_ready_after_any_end(
+    open_page: Callable[[str], Page], slow_app: tuple[str, ToneEngine], viewport: str
+) -> None:
+    """A second click while a request runs used to be dropped without a sign (Gradio runs
+    one event of a button at a time): the button now says it is busy, and is ready again
+    after a result, a form error or an engine failure."""
+    from playwright.sync_api import expect
+
+    url, engine = slow_app
+    page = open_page(url)
+    button = page.locator("#generate")
+    calls = engine.calls
+    page.locator("#tts-text textarea").fill(f"忙碌 {viewport}")
+    button.click()
+    expect(button).to_be_disabled(timeout=5_000)
+    expect(button).to_have_text("合成中… Synthesising…")
+    expect(badge(page)).to_have_attribute("data-cache", "MISS", timeout=30_000)
+    expect(button).to_be_enabled(timeout=10_000)
+    expect(button).to_have_text("合成 Synthesise")
+    assert engine.calls == calls + 1
+    page.locator("#seed input").fill("1.5")  # refused by the form: never busy
+    button.click()
+    expect(page.locator("#result-message .ui-error")).to_contain_text("随机种子 Seed")
+    expect(button).to_be_enabled()
+    page.locator("#seed input").fill("0")
+    engine.fail = EngineError("the engine broke down")
+    try:
+        page.locator("#tts-text textarea").fill(f"失败 {viewport}")
+        button.click()
+        expect(button).to_be_disabled(timeout=5_000)
+        expect(page.locator("#result-message .ui-error")).to_contain_text("the engine broke down", timeout=30_000)
+        expect(button).to_be_enabled(timeout=10_000)
+        expect(button).to_have_text("合成 Synthesise")
+    finally:
+        engine.fail = None
 
 
 def test_a_new_request_clears_the_result_and_errors_show_in_place(page: Page, viewport: str) -> None:

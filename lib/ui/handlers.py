@@ -44,9 +44,13 @@ from lib.ui.views import (
 )
 from lib.validate import MAX_SEED, check_seed, check_speed
 
-__all__ = ["HISTORY", "LIVE_NOTICE", "Handlers", "error_html", "live_playback_available"]
+__all__ = ["BUTTON_LABELS", "HISTORY", "LIVE_NOTICE", "Handlers", "error_html", "live_playback_available"]
 
 HISTORY = 5
+
+#: The Synthesise and Convert buttons (by ``converts``), ready and while a request runs.
+BUTTON_LABELS = {False: "合成 Synthesise", True: "变声 Convert"}
+BUSY_LABELS = {False: "合成中… Synthesising…", True: "变声中… Converting…"}
 """Recent results kept per browser session."""
 
 #: Shown instead of the live player when ffmpeg is missing.
@@ -91,11 +95,25 @@ class Handlers(CacheHandlers):
 
     def clearer(self, converts: bool, *, live: bool) -> Callable[..., tuple[Any, ...]]:
         """The first step of a Synthesise or Convert request: :meth:`clear_result` or
-        :meth:`clear_convert`, and with ``live`` the live player emptied too."""
+        :meth:`clear_convert`, with ``live`` the live player emptied too, and last the
+        button shown busy (a click while a request runs would be dropped unseen). A
+        form with problems does not run (the validator stops the event, and the steps
+        after it): its button stays as it was."""
         clear = self.clear_convert if converts else self.clear_result
-        if not live:
-            return clear
-        return lambda *form: (*clear(*form), None)
+
+        def first(*form: Any) -> tuple[Any, ...]:
+            cleared = clear(*form)
+            # A new update each time: Gradio consumes the dictionaries it is given.
+            busy = gr.update(value=BUSY_LABELS[converts], interactive=False)
+            button = gr.update() if cleared[-1] else busy  # the last one: the form's problems
+            return (*cleared, None, button) if live else (*cleared, button)
+
+        return first
+
+    @staticmethod
+    def idle(converts: bool) -> Callable[[], Any]:
+        """The last step of a request, whatever its end: the button ready again."""
+        return lambda: gr.update(value=BUTTON_LABELS[converts], interactive=True)
 
     def validate(self, *values: Any) -> list[dict[str, Any]]:
         """The Synthesise event's validator: a verdict per input (the form fields, then
