@@ -136,6 +136,13 @@ class Resolver:
             mode=mode,
             finish=self._recipe(text),
         )
+        return self._resolved(request, fields, prompt, preset)
+
+    def _resolved(
+        self, request: TTSRequest | ConvertRequest, fields: KeyFields, prompt: PromptAudio | None, preset: str | None,
+        source: PromptAudio | None = None,
+    ) -> Resolved:  # fmt: skip
+        """The request's delivery settings around its key fields (both modes alike)."""
         ttl = check_ttl(request.ttl)
         return Resolved(
             fields=fields,
@@ -147,6 +154,7 @@ class Resolver:
             use_cache=bool(request.use_cache),
             store=bool(request.store),
             ttl=ttl if ttl is not None else self.config.cache.ttl,
+            source=source,
             origin="preload" if request.origin == "preload" else "user",
         )
 
@@ -182,20 +190,7 @@ class Resolver:
             speed=round(check_speed(request.speed), 3),
             mode=CONVERT,
         )
-        ttl = check_ttl(request.ttl)
-        return Resolved(
-            fields=fields,
-            key=fields.key,
-            prompt=prompt,
-            preset=preset,
-            voice_name=request.voice.strip() if request.voice else "",
-            format=request.format,
-            use_cache=bool(request.use_cache),
-            store=bool(request.store),
-            ttl=ttl if ttl is not None else self.config.cache.ttl,
-            source=source,
-            origin="preload" if request.origin == "preload" else "user",
-        )
+        return self._resolved(request, fields, prompt, preset, source)
 
     def _voice(
         self, request: TTSRequest | ConvertRequest, prompt_text: str, find: Callable[[str], SavedPrompt | None]
