@@ -1,5 +1,5 @@
-"""Shared fixtures: where the real prompt recordings are, a free loopback port, and a
-threaded uvicorn runner for the real app."""
+"""Shared fixtures: where the real prompt recordings are, a free loopback port, a
+threaded uvicorn runner for the real app, and a service on the tone engine."""
 
 from __future__ import annotations
 
@@ -16,6 +16,17 @@ import pytest
 import uvicorn
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def tone_service(tmp_path: Path, **overrides: Any) -> Any:
+    """A service on the tone test engine with its cache under ``tmp_path`` (``overrides``:
+    config keys, dotted)."""
+    from lib.config import load_config
+    from lib.engines.tone import ToneEngine
+    from lib.service import TTSService
+
+    values = {"engine": "tone", "cache.dir": str(tmp_path / "cache"), "voices.prewarm": False, **overrides}
+    return TTSService(load_config(env={}, overrides=values), ToneEngine())
 
 
 @pytest.fixture(scope="session")

@@ -14,11 +14,10 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import tone_service
 
 from lib.api import create_app
 from lib.api.fastpath import MAX_FORM_BYTES, TTSForm
-from lib.config import load_config
-from lib.engines.tone import ToneEngine
 from lib.errors import ValidationError
 from lib.request import TTSRequest
 from lib.service import TTSService
@@ -31,8 +30,8 @@ _VOLATILE = {"date", "server"}
 
 
 def make(tmp_path: Path, **overrides: Any) -> TTSService:
-    values = {"engine": "tone", "cache.dir": str(tmp_path / "cache"), "voices.prewarm": False, **overrides}
-    return TTSService(load_config(env={}, overrides=values), ToneEngine())
+    service: TTSService = tone_service(tmp_path, **overrides)
+    return service
 
 
 @pytest.fixture

@@ -13,18 +13,17 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import tone_service
 
 from lib.api import create_app
 from lib.api.http import IMMUTABLE, NO_STORE, cache_control
-from lib.config import load_config
-from lib.engines.tone import ToneEngine
 from lib.service import TTSService
 from tests.api_server import LiveServer
 
 
 def make(tmp_path: Path, **overrides: Any) -> TTSService:
-    values = {"engine": "tone", "cache.dir": str(tmp_path / "cache"), "voices.prewarm": False, **overrides}
-    return TTSService(load_config(env={}, overrides=values), ToneEngine())
+    service: TTSService = tone_service(tmp_path, **overrides)
+    return service
 
 
 @pytest.fixture
