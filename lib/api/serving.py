@@ -60,15 +60,14 @@ class _HeaderDeadline(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # uvicorn's concurrency rule, checked by _limited instead, which answers in JSON.
-        self._limit: int | None = self.limit_concurrency
+        self._limit = self.limit_concurrency or 0
         self.limit_concurrency = None
-        if self._limit is not None:
+        if self._limit:
             self._app = self.app
             self.app = self._limited
 
     async def _limited(self, scope: Any, receive: Any, send: Any) -> None:
         # uvicorn checks before it adds the request's task; here the task is counted.
-        assert self._limit is not None
         if len(self.connections) < self._limit and len(self.tasks) <= self._limit:
             await self._app(scope, receive, send)
             return

@@ -47,11 +47,11 @@ from lib.validate import MAX_SEED, check_seed, check_speed
 __all__ = ["BUTTON_LABELS", "HISTORY", "LIVE_NOTICE", "Handlers", "error_html", "live_playback_available"]
 
 HISTORY = 5
+"""Recent results kept per browser session."""
 
 #: The Synthesise and Convert buttons (by ``converts``), ready and while a request runs.
 BUTTON_LABELS = {False: "合成 Synthesise", True: "变声 Convert"}
 BUSY_LABELS = {False: "合成中… Synthesising…", True: "变声中… Converting…"}
-"""Recent results kept per browser session."""
 
 #: Shown instead of the live player when ffmpeg is missing.
 LIVE_NOTICE = (
