@@ -196,7 +196,7 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
     note_inputs = [mode, prompt_audio, voice, prompt_text, style]
     mode.change(
         h.mode_form, inputs=note_inputs,
-        outputs=[prompt_audio, prompt_text, voice, style, steps, source, text, generate, convert],
+        outputs=[prompt_audio, prompt_text, voice, style, steps, source, text, generate, convert, live],
         api_visibility="private", show_progress="hidden",
     )  # fmt: skip
     # The transcript and style are hidden in the modes that ignore them, so only a mode

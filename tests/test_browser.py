@@ -589,7 +589,7 @@ def test_convert_mode_takes_a_source_recording_and_plays_the_result(
     page.locator("#mode input[value=convert]").check()
     expect(source).to_be_visible()
     expect(text).to_be_hidden()
-    for hidden in ("#prompt-text", "#style", "#generate"):
+    for hidden in ("#prompt-text", "#style", "#generate", "#live-audio"):  # a conversion is not played live
         expect(page.locator(hidden)).to_be_hidden()
     expect(page.locator("#prompt-audio")).to_contain_text("目标音色录音 Target voice recording")
     expect(page.locator("#voice input")).to_have_value("zh-female（预置 preset）")  # a preset is a target
@@ -602,6 +602,8 @@ def test_convert_mode_takes_a_source_recording_and_plays_the_result(
     expect(badge(page)).to_have_attribute("data-cache", "MISS", timeout=60_000)
     expect(page.locator("#result-audio audio").first).to_be_attached()
     expect(page.locator("#result-details")).to_contain_text("键 Key")
+    expect(page.locator("#convert")).to_be_enabled()
+    expect(page.locator("#convert")).to_have_text("变声 Convert")  # ready again after its run
     assert in_view(page, badge(page)), f"badge out of view at {viewport}"
     assert no_toasts(page)
     page.evaluate("document.querySelector('#cache-badge-value')?.remove()")
@@ -612,6 +614,7 @@ def test_convert_mode_takes_a_source_recording_and_plays_the_result(
     expect(source).to_be_hidden()
     expect(text).to_be_visible()
     expect(page.locator("#generate")).to_be_visible()
+    expect(page.locator("#live-audio")).to_be_visible()
     expect(page.locator("#convert")).to_be_hidden()
 
 

@@ -250,8 +250,9 @@ class Handlers(CacheHandlers):
     ) -> tuple[Any, ...]:
         """Show the fields ``mode`` uses, hide the others; the steps and notes line. In
         convert mode the source recording and the Convert button replace the text and
-        the Synthesise button. Updates of: prompt audio, transcript, voice, style, steps,
-        source, text, Synthesise button, Convert button."""
+        the Synthesise button, and the live player (a conversion is not played live) is
+        hidden. Updates of: prompt audio, transcript, voice, style, steps, source, text,
+        Synthesise button, Convert button, live player."""
         form = MODE_FORMS.get(mode, MODE_FORMS["preset"])
         engine = self.service.engine
         uses_style = style_used(mode, engine.style_modes)
@@ -273,6 +274,7 @@ class Handlers(CacheHandlers):
             gr.update(visible=not form.source),
             gr.update(visible=not form.source),
             gr.update(visible=form.source),
+            gr.update(visible=not form.source),
         )
 
     def form_note(self, mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, style: str) -> str:
