@@ -72,6 +72,7 @@ run_tests() {
     fi
     log "ruff"
     "$VENV/bin/ruff" check lib webui.py preload_cache.py
+    "$VENV/bin/ruff" format --check --quiet lib webui.py preload_cache.py
     log "mypy"
     "$VENV/bin/mypy" lib
     log "pytest"

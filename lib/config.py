@@ -45,7 +45,12 @@ ENV_PREFIX = "TTS_"
 #: Fields given as sizes ("2GiB", "500MB" or bytes).
 _SIZE_FIELDS = frozenset(
     {
-        "size_limit", "memory_bytes", "transcode_bytes", "max_upload_bytes", "prompt_cache_bytes", "profile_bytes",
+        "size_limit",
+        "memory_bytes",
+        "transcode_bytes",
+        "max_upload_bytes",
+        "prompt_cache_bytes",
+        "profile_bytes",
         "max_header_bytes",
     }
 )

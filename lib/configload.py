@@ -25,7 +25,6 @@ _SIZE_UNITS = {
 }  # fmt: skip
 
 
-
 def parse_size(value: str | int, key: str = "size") -> int:
     """``"2GiB"`` -> 2147483648. Plain integers are bytes."""
     if isinstance(value, bool):

@@ -127,4 +127,3 @@ class ConfigError(TTSError):
     """The configuration is invalid; the message names the key."""
 
     http_status = 500
-

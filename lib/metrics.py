@@ -54,9 +54,7 @@ class Metrics:
     def __init__(self, gauges: Callable[[], dict[str, Any]]) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         r = self.registry
-        self.requests = Counter(
-            "tts_cache_requests", "Synthesis requests by cache result", ["result"], registry=r
-        )
+        self.requests = Counter("tts_cache_requests", "Synthesis requests by cache result", ["result"], registry=r)
         for result in ("hit", "miss", "bypass", "composed", "error"):
             self.requests.labels(result)
         self.latency = Histogram(
@@ -68,7 +66,8 @@ class Metrics:
             "tts_engine_duration_seconds", "Engine synthesis time", buckets=_LATENCY_BUCKETS, registry=r
         )
         self.engine_seconds_saved = Counter(
-            "tts_engine_seconds_saved", "Engine seconds that cache hits saved (what the entries cost to make)",
+            "tts_engine_seconds_saved",
+            "Engine seconds that cache hits saved (what the entries cost to make)",
             registry=r,
         )
         self.voice_extractions = Counter("tts_voice_extractions", "Voice profiles extracted from prompts", registry=r)

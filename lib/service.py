@@ -366,7 +366,6 @@ class TTSService:
         self.metrics.cache_errors.labels(op).inc()
 
 
-
 _default: TTSService | None = None
 _default_lock = threading.Lock()
 

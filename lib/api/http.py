@@ -43,7 +43,6 @@ def cache_control(remaining: float | None) -> str:
     return f"private, max-age={max(0, int(remaining))}"
 
 
-
 def etag_for(key: str, fmt: str) -> str:
     """A strong ETag: one key in one format is always the same bytes."""
     return f'"{key}.{fmt}"'

@@ -40,8 +40,7 @@ __all__ = ["guarded_protocol", "serve", "uvicorn_config"]
 _LOGGER = logging.getLogger(__name__)
 _LIMITER = LogLimiter(_LOGGER)
 _OVER_LIMIT = (
-    b'{"error": "the server is serving as many connections as it may (server.max_connections); '
-    b'retry in a moment"}'
+    b'{"error": "the server is serving as many connections as it may (server.max_connections); retry in a moment"}'
 )
 
 _REQUEST_TIMEOUT = b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"

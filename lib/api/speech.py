@@ -63,8 +63,10 @@ _TTS_RESPONSES: dict[int | str, dict[str, Any]] = {
                 "description": "HIT, MISS, BYPASS, or COMPOSED (made from a template's cached pieces)",
                 "schema": {"type": "string"},
             },
-            "X-Segments": {"description": "Sentence segments or template pieces it was made of",
-                           "schema": {"type": "integer"}},
+            "X-Segments": {
+                "description": "Sentence segments or template pieces it was made of",
+                "schema": {"type": "integer"},
+            },
             "X-Segments-Reused": {"description": "Of those, found in the cache", "schema": {"type": "integer"}},
             "X-Cache-Key": {"description": "The cache key, 32 hex digits", "schema": {"type": "string"}},
             "ETag": {"description": "Entity tag of this key in this format", "schema": {"type": "string"}},

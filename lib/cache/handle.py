@@ -92,9 +92,7 @@ class DiskHandle:
         self._disposable = disposable
         self._cache: diskcache.Cache | None = None
         self._identity: tuple[int, int] | None = None
-        self._opened: weakref.WeakKeyDictionary[diskcache.Cache, tuple[int, int] | None] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._opened: weakref.WeakKeyDictionary[diskcache.Cache, tuple[int, int] | None] = weakref.WeakKeyDictionary()
         """The database file each cache object opened: a late error from an old one
         must never move aside the fresh file that replaced it."""
         self._next_open = 0.0

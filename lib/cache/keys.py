@@ -90,4 +90,3 @@ def voice_id(fingerprint: str | None, preset: str | None) -> str:
 def model_tag(engine: str, model_version: str) -> str:
     """The tag every entry carries: evicting it drops one model version's entries."""
     return f"{engine}:{model_version}"
-

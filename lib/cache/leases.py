@@ -173,7 +173,6 @@ class Renewer:
                     _LOGGER.exception("could not renew the single-flight lease on %s", key)
 
 
-
 class Lease:
     """A lease this process holds on one key, renewed until :meth:`release`.
 

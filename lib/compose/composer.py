@@ -57,6 +57,7 @@ __all__ = ["Composer", "Made", "OnChunk"]
 
 _LOGGER = logging.getLogger(__name__)
 
+
 #: Receives each finished stretch of a result (int16 PCM) as soon as it exists.
 @dataclass
 class Made:

@@ -196,16 +196,14 @@ class TemplateBook:
         """The pattern of ``template`` over normalised text: the fixed parts are
         normalised together (with stand-ins for the slots), so white space and folding
         match what requests get."""
-        marked = "".join(
-            part if i % 2 == 0 else chr(_SENTINEL + i // 2) for i, part in enumerate(template.parts)
-        )
+        marked = "".join(part if i % 2 == 0 else chr(_SENTINEL + i // 2) for i, part in enumerate(template.parts))
         normal = self._normalise(marked)
         fixed = re.split("[" + "".join(chr(_SENTINEL + k) for k in range(len(template.parts) // 2)) + "]", normal)
         pattern = ""
         for i, part in enumerate(fixed):
             if i == len(fixed) - 1 and part and part[-1] in _ENDS:
                 stem = part.rstrip(_ENDS)
-                pattern += re.escape(stem) + f"(?:{re.escape(part[len(stem):])})?"
+                pattern += re.escape(stem) + f"(?:{re.escape(part[len(stem) :])})?"
             else:
                 pattern += re.escape(part)
             if i + 1 < len(fixed):

@@ -27,7 +27,6 @@ __all__ = [
 ]
 
 
-
 def create_engine(config: AppConfig) -> Engine:
     """Build the engine named by ``config.engine``."""
     name = config.engine

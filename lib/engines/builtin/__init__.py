@@ -258,8 +258,9 @@ class BuiltinEngine:
         }
         return info, self._sentences(runs_per_sentence, plan, rng)
 
-    def _sentences(self, runs_per_sentence: list[list[tuple[str, str]]], plan: _Plan,
-                   rng: np.random.Generator) -> Iterator[NDArray[Any]]:
+    def _sentences(
+        self, runs_per_sentence: list[list[tuple[str, str]]], plan: _Plan, rng: np.random.Generator
+    ) -> Iterator[NDArray[Any]]:
         produced = False
         for runs in runs_per_sentence:
             pieces = []
@@ -287,8 +288,16 @@ class BuiltinEngine:
 class _Plan:
     """Per-request prosody decisions, shared by all sentences of the request."""
 
-    def __init__(self, *, pool: FramePool | None, params: dict[str, Any], effect: StyleEffect, wpm: int,
-                 residual: float, seed_pitch: float) -> None:
+    def __init__(
+        self,
+        *,
+        pool: FramePool | None,
+        params: dict[str, Any],
+        effect: StyleEffect,
+        wpm: int,
+        residual: float,
+        seed_pitch: float,
+    ) -> None:
         self.pool = pool
         self.prompt = pool is not None
         self.params = params

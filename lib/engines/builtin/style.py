@@ -100,9 +100,7 @@ _FILLERS = frozenset(
 )  # fmt: skip
 
 # Longest first, so that "pitch up" wins over "pitch" and "低沉" over "低".
-_CHINESE_TERMS = sorted(
-    [w for w in list(_SYNONYMS) + list(_FILLERS) if not w.isascii()], key=len, reverse=True
-)
+_CHINESE_TERMS = sorted([w for w in list(_SYNONYMS) + list(_FILLERS) if not w.isascii()], key=len, reverse=True)
 _HAN_PUNCT = re.compile(r"[\s,，。、;；:：!！?？.\"'“”‘’()（）\[\]【】<>《》~～\-—/|]+")
 
 
