@@ -8,6 +8,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -227,6 +228,17 @@ def test_top_phrases_are_grouped_by_text_and_voice_name() -> None:
     # the "most missed" table puts the most misses first, whatever the request count
     assert top_table(rows, by="misses").values.tolist()[0] == [7, 2, "欢迎光临", "zh-female"]
 
+
+
+def test_the_cache_tab_lists_the_most_missed_by_misses(service: TTSService) -> None:
+    for _ in range(5):  # 1 miss, 4 hits
+        service.synthesise(TTSRequest(text="popular", voice="tone-low"))
+    for seed in (1, 2):  # 2 misses
+        service.synthesise(TTSRequest(text="rare", voice="tone-low", seed=seed))
+    local = SimpleNamespace(client=SimpleNamespace(host="127.0.0.1"))  # from this machine: the admin
+    *_, requested, missed = Handlers(service, Path("hot.json")).refresh_cache(request=local)  # type: ignore[arg-type]
+    assert requested.values.tolist()[0][2] == "popular"
+    assert missed.values.tolist()[0][:3] == [2, 2, "rare"]
 
 def test_the_dashboard_counts_preload_apart_from_users(service: TTSService, tmp_path: Path) -> None:
     phrases = parse_phrases(
