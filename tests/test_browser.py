@@ -267,6 +267,11 @@ def test_the_button_is_busy_while_a_request_runs_and_ready_after_any_end(
     button.click()
     expect(button).to_be_disabled(timeout=5_000)
     expect(button).to_have_text("合成中… Synthesising…")
+    page.wait_for_timeout(500)  # past Gradio's fade-out transition of disabled buttons (the engine takes 2 s)
+    assert button.is_disabled()
+    faded = button.evaluate("e => [getComputedStyle(e).opacity, getComputedStyle(e).filter]")
+    assert faded == ["1", "none"], f"the busy button is faded: {faded}"  # readable while busy
+    assert button.evaluate(_CONTRAST_JS) >= 4.5
     expect(badge(page)).to_have_attribute("data-cache", "MISS", timeout=30_000)
     expect(button).to_be_enabled(timeout=10_000)
     expect(button).to_have_text("合成 Synthesise")

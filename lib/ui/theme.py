@@ -58,7 +58,9 @@ def theme() -> gr.themes.Base:
 
 
 #: Layout only (no theme variable exists for these): on wide screens the button and
-#: the result stay in view while the operator scrolls the form; the error box is red.
+#: the result stay in view while the operator scrolls the form; the error box is red;
+#: a busy Synthesise/Convert button is grey and readable (Gradio fades disabled buttons
+#: to half opacity: white on faded blue is about 2.5:1, under the 4.5:1 kept elsewhere).
 CSS = """
 @media (min-width: 1000px) {
   #result-panel { position: sticky; top: 8px; align-self: flex-start; }
@@ -68,6 +70,8 @@ CSS = """
   border: 1px solid var(--error-border-color); border-radius: var(--radius-md); padding: 8px 12px; }
 .ui-notice { background: #fef3c7; color: #78350f; border-radius: var(--radius-md); padding: 8px 12px; }
 .cache-result { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; }
+#generate:disabled, #convert:disabled { opacity: 1; filter: none; cursor: progress;
+  background: var(--neutral-600); border-color: var(--neutral-600); color: white; }
 """
 
 #: Runs once when the page has loaded. Gradio sets ``<html lang>`` from the browser's
