@@ -560,3 +560,26 @@ def test_voice_saved_while_redis_was_down_is_published_when_it_is_back(tmp_path:
     finally:
         svc.close()
         own.close()
+
+
+def test_an_expired_entry_in_redis_is_not_served_nor_copied_to_disk(
+    tmp_path: Path, server: RedisServer, raw: redis.Redis
+) -> None:
+    """An entry whose own expiry has passed (a copy that outlived its Redis TTL, e.g. a
+    restored dump) is a miss, and never lands in a replica's disk tier."""
+    svc = _service(tmp_path / "a", server.url)
+    try:
+        request = TTSRequest(text="an announcement that expired", voice="tone-low", ttl=3600)
+        key = svc.resolve(request).key
+        pcm = (np.sin(np.arange(4410) / 5.0) * 9000).astype(np.int16)
+        stale = CachedAudio.from_pcm(key, pcm, 22050, {"engine": "tone", "expires": time.time() - 60})
+        raw.set(f"tts:a:{key}", pack(stale))  # no Redis TTL: only the entry knows it is stale
+        result = svc.synthesise(request)
+        svc.flush()
+        assert result.cache == "MISS" and svc.engine.calls == 1  # type: ignore[attr-defined]
+        on_disk = svc.store.get(key)
+        assert on_disk is not None and not np.array_equal(on_disk.pcm, pcm)
+        assert on_disk.remaining() is not None and on_disk.remaining() > 3000  # type: ignore[operator]
+    finally:
+        svc.close()
+        raw.delete(f"tts:a:{key}")

@@ -295,3 +295,18 @@ def test_templates_follow_the_text_normalisation(tmp_path: Path, engine: ToneEng
         assert result.cache == "COMPOSED" and engine.calls == calls
     finally:
         svc.close()
+
+
+def test_a_composed_answer_ends_with_the_configured_tail_of_silence(tmp_path: Path, engine: ToneEngine) -> None:
+    """The tail is added after levelling (a mutation that dropped it survived before)."""
+    svc = make_service(tmp_path, engine, write(tmp_path, document(TICKET)), **{"segments.tail": 0.5})
+    try:
+        preloaded(svc)
+        result = call(svc, "A023")
+        assert result.cache == "COMPOSED"
+        pcm = result.audio.pcm
+        tail = int(0.5 * result.sample_rate)
+        assert not np.any(pcm[-tail:]), "the last 0.5 s must be silence"
+        assert np.any(pcm[-tail - result.sample_rate // 10 : -tail]), "speech must reach the tail"
+    finally:
+        svc.close()
