@@ -36,8 +36,12 @@ _LOGGER = logging.getLogger(__name__)
 
 
 def detect_language(text: str) -> str:
-    """``zh`` if the text has a Han character, else ``en``."""
-    return "zh" if any(is_han(ch) for ch in text) else "en"
+    """``zh`` if the text has a Han character; ``en`` if it has Latin letters and no Han;
+    ``zh`` for the rest (digits and symbols only: the app's announcements are Chinese
+    first; a caller that knows better passes ``language``)."""
+    if any(is_han(ch) for ch in text):
+        return "zh"
+    return "en" if any(ch.isascii() and ch.isalpha() for ch in text) else "zh"
 
 
 class FrontEnd:

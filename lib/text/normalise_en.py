@@ -29,6 +29,7 @@ _PATTERN = re.compile(
     r"|(?P<ord>(?P<onum>\d+)(?:st|nd|rd|th)(?![A-Za-z]))"
     r"|(?P<pct>(?P<pnum>-?\d+(?:\.\d+)?) ?%)"
     r"|(?P<temp>(?P<tnum>-?\d+(?:\.\d+)?) ?° ?(?P<tunit>[CF])?)"
+    r"|(?P<unit>(?P<unum>-?\d+(?:\.\d+)?) ?(?P<uname>km/h|kg|km|cm|mm|ml|mL|m|g|L|h|min)(?![A-Za-z]))"
     r"|(?P<code>(?<![A-Za-z])(?P<cl>[A-Z]{1,3})-?(?P<cd>\d+)(?![\d.A-Za-z]))"
     r"|(?P<num>(?P<nnum>(?<![0-9A-Za-z.])-?\d[\d,]*(?:\.\d+)?|\d+))"
     r"|(?P<abbr>(?<![A-Za-z])(?P<aw>Dr|Mr|Mrs|Ms|St|No|Nos|Jr|Sr|Ave|Rd|Blvd|Mt|Ft|Prof|Capt|Lt|Gen|vs|etc|approx|Tel)\.)"
@@ -40,6 +41,12 @@ _ABBREVIATIONS = {
     "Ave": "avenue", "Rd": "road", "Blvd": "boulevard", "Mt": "mount", "Ft": "fort", "Prof": "professor",
     "Capt": "captain", "Lt": "lieutenant", "Gen": "general", "vs": "versus", "etc": "et cetera",
     "approx": "approximately", "Tel": "telephone", "Nos": "numbers",
+}  # fmt: skip
+_UNITS = {
+    "km/h": ("kilometre per hour", "kilometres per hour"), "kg": ("kilogram", "kilograms"),
+    "km": ("kilometre", "kilometres"), "cm": ("centimetre", "centimetres"), "mm": ("millimetre", "millimetres"),
+    "ml": ("millilitre", "millilitres"), "mL": ("millilitre", "millilitres"), "m": ("metre", "metres"),
+    "g": ("gram", "grams"), "L": ("litre", "litres"), "h": ("hour", "hours"), "min": ("minute", "minutes"),
 }  # fmt: skip
 _CURRENCY = {"$": ("dollar", "dollars", "cent", "cents"), "€": ("euro", "euros", "cent", "cents"),
              "£": ("pound", "pounds", "penny", "pence"), "¥": ("yuan", "yuan", "fen", "fen")}  # fmt: skip
@@ -105,6 +112,10 @@ def _read(text: str, m: re.Match[str]) -> list[Token]:
     if m.group("temp") is not None:
         unit = {"C": " degrees celsius", "F": " degrees fahrenheit"}.get(m.group("tunit") or "", " degrees")
         return [_words(whole, en_number(m.group("tnum")) + unit)]
+    if m.group("unit") is not None:
+        one, many = _UNITS[m.group("uname")]
+        value = m.group("unum")
+        return [_words(whole, f"{en_number(value)} {one if value == '1' else many}")]
     if m.group("code") is not None:
         return [letters_token(m.group("cl")), _words(m.group("cd"), en_digits(m.group("cd")))]
     if m.group("num") is not None:

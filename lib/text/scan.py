@@ -25,7 +25,7 @@ from typing import Any
 
 from lib.text.lexicon import LexiconEntry
 
-__all__ = ["REVISION", "TermIndex", "frontend_version"]
+__all__ = ["REVISION", "TermIndex", "data_hash", "frontend_version"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -41,10 +41,7 @@ _DATA = Path(__file__).with_name("data")
 def frontend_version() -> str:
     """``text<REVISION>-<hash>``: the hash covers every shipped data file and the
     versions of jieba and pypinyin, whose dictionaries decide readings."""
-    h = hashlib.sha256()
-    for path in sorted(_DATA.iterdir()):
-        if path.is_file():
-            h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    h = hashlib.sha256(data_hash(_DATA).encode())
     for package in ("jieba", "pypinyin"):
         try:
             version = importlib.metadata.version(package)
@@ -52,6 +49,15 @@ def frontend_version() -> str:
             version = "absent"
         h.update(f"{package}={version}\0".encode())
     return f"text{REVISION}-{h.hexdigest()[:12]}"
+
+
+def data_hash(directory: Path) -> str:
+    """A hash of every file in ``directory`` (names and contents)."""
+    h = hashlib.sha256()
+    for path in sorted(directory.iterdir()):
+        if path.is_file():
+            h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 class TermIndex:
