@@ -15,8 +15,8 @@ Validation (:func:`validate_entry`), each failure a :class:`LexiconError` naming
   nothing else. A term with Latin letters or digits (``A座``, ``12306``, ``T3航站楼``) has
   at least one syllable per Han character, and at least one unit more for each run of
   letters/digits (its letters, words or digit syllables: ``A zuo4``, ``yao1 er4 san1
-  ling2 liu4``): such runs can be said in more than one way, so only the minimum is
-  checked. English words are allowed only for terms with Latin letters.
+  ling2 liu4``; ``Wi-Fi`` is one run): such runs can be said in more than one way, so
+  only the minimum is checked. English words are allowed only for terms with Latin letters.
 
 The file is a JSON list of entries, one per line as saved, so an error names its line.
 """
@@ -56,7 +56,8 @@ _LOGGER = logging.getLogger(__name__)
 MAX_ENTRIES = 10_000
 MAX_TERM_CHARS = 32
 _SHIPPED = Path(__file__).with_name("data") / "shipped_lexicon.tsv"
-_RUN = re.compile(r"[A-Za-z0-9]+")
+#: A run of letters or digits; ``-``, ``.`` and ``'`` inside it keep it one run (Wi-Fi, 3.5).
+_RUN = re.compile(r"[A-Za-z0-9]+(?:[-.'][A-Za-z0-9]+)*")
 _TONED = re.compile(r"^([a-z]+)(\d+)$")
 _VOICE = re.compile(r"^[\w.\-]{1,64}$")
 
