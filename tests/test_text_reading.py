@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 import lib.text
-from conftest import REPO
 from lib.text.frontend import FrontEnd
 from lib.text.mandarin import MandarinReader
 from lib.text.polyphones import RULES

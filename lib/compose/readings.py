@@ -69,4 +69,3 @@ def number(value: str, language: str) -> str:
     if fraction:
         text += " point " + " ".join(_EN_DIGITS[int(d)] for d in fraction)
     return text
-
