@@ -134,8 +134,10 @@ def main() -> None:
     global POLICY, RAW
     POLICY, RAW = args.policy, args.raw
     runs, n = (2, 200) if args.quick else (5, 1000)
-    print(f"bench_cache: {time.strftime('%Y-%m-%d')}, python {sys.version.split()[0]}, policy {POLICY or 'default'}"
-          f"{', raw engine audio' if RAW else ''}")
+    print(
+        f"bench_cache: {time.strftime('%Y-%m-%d')}, python {sys.version.split()[0]}, policy {POLICY or 'default'}"
+        f"{', raw engine audio' if RAW else ''}"
+    )
     bench_tiers(runs, n)
     bench_miss_overhead(runs, 50 if args.quick else 200)
     bench_scale(runs, n, (1_000, 10_000 if args.quick else 100_000))

@@ -16,6 +16,8 @@ from __future__ import annotations
 import logging
 import re
 
+from lib.text.numbers import EN_DIGITS, ZH_DIGITS, en_int, zh_int
+
 __all__ = ["LANGUAGES", "NUMBER_RE", "READS", "is_number", "read"]
 
 _LOGGER = logging.getLogger(__name__)
@@ -26,12 +28,8 @@ LANGUAGES = ("zh", "en")
 #: A value that ``number`` can read: digits with an optional decimal part, up to 10^12.
 NUMBER_RE = re.compile(r"^[0-9]{1,12}(?:\.[0-9]{1,6})?$")
 
-_ZH_DIGITS = "零一二三四五六七八九"
-_EN_DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
-_EN_TEENS = (
-    "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
-)  # fmt: skip
-_EN_TENS = ("", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
+_ZH_DIGITS = ZH_DIGITS
+_EN_DIGITS = EN_DIGITS
 
 
 def is_number(value: str) -> bool:
@@ -63,69 +61,11 @@ def number(value: str, language: str) -> str:
     whole, _, fraction = value.partition(".")
     n = int(whole)
     if language == "zh":
-        text = _zh_int(n)
+        text = zh_int(n)
         if fraction:
             text += "点" + "".join(_ZH_DIGITS[int(d)] for d in fraction)
         return text
-    text = _en_int(n)
+    text = en_int(n)
     if fraction:
         text += " point " + " ".join(_EN_DIGITS[int(d)] for d in fraction)
     return text
-
-
-def _zh_int(n: int) -> str:
-    if n == 0:
-        return "零"
-    groups: list[int] = []
-    while n:
-        groups.append(n % 10_000)
-        n //= 10_000
-    units = ("", "万", "亿")
-    out = ""
-    zero_pending = False
-    for i in range(len(groups) - 1, -1, -1):
-        g = groups[i]
-        if g == 0:
-            zero_pending = bool(out)
-            continue
-        if out and (zero_pending or g < 1000):
-            out += "零"
-        out += _zh_group(g) + units[i]
-        zero_pending = False
-    # 一十二 is said 十二 when it leads the number.
-    return out[1:] if out.startswith("一十") else out
-
-
-def _zh_group(g: int) -> str:
-    """0 < g < 10000 with inner zeros read once (一千零一十)."""
-    out = ""
-    zero = False
-    for value, unit in ((1000, "千"), (100, "百"), (10, "十"), (1, "")):
-        d = g // value % 10
-        if d == 0:
-            zero = bool(out)
-            continue
-        if zero:
-            out += "零"
-            zero = False
-        out += _ZH_DIGITS[d] + unit
-    return out
-
-
-def _en_int(n: int) -> str:
-    if n < 10:
-        return _EN_DIGITS[n]
-    if n < 20:
-        return _EN_TEENS[n - 10]
-    if n < 100:
-        tens, ones = divmod(n, 10)
-        return _EN_TENS[tens] + (f"-{_EN_DIGITS[ones]}" if ones else "")
-    if n < 1000:
-        hundreds, rest = divmod(n, 100)
-        return f"{_EN_DIGITS[hundreds]} hundred" + (f" and {_en_int(rest)}" if rest else "")
-    for size, name in ((10**9, "billion"), (10**6, "million"), (1000, "thousand")):
-        if n >= size:
-            high, rest = divmod(n, size)
-            tail = "" if not rest else (" and " if rest < 100 else " ") + _en_int(rest)
-            return f"{_en_int(high)} {name}{tail}"
-    raise AssertionError("unreachable")  # pragma: no cover

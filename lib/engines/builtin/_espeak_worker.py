@@ -72,14 +72,33 @@ def _serve_one(lib_path: str, data_path: bytes) -> None:
     if lib.espeak_SetVoiceByName(request["voice"].encode("ascii")) != 0:
         _reply(2, f"espeak-ng has no voice {request['voice']!r}".encode())
         return
+    if request["op"] == "phonemes":
+        _reply(0, _text_to_phonemes(lib, request["text"]))
+        return
     for key in ("rate", "volume", "pitch", "range"):
         lib.espeak_SetParameter({"rate": 1, "volume": 2, "pitch": 3, "range": 4}[key], int(request[key]), 0)
     text = request["text"].encode("utf-8") + b"\0"
-    status = lib.espeak_Synth(text, len(text), 0, 1, 0, 1, None, None)
+    # espeakCHARS_UTF8 (1), plus espeakPHONEMES (0x100) when the text carries [[phonemes]].
+    flags = 1 | (0x100 if request.get("phonemes") else 0)
+    status = lib.espeak_Synth(text, len(text), 0, 1, 0, flags, None, None)
     if status != 0:
         _reply(3, f"espeak-ng failed to synthesise (status {status})".encode())
         return
     _reply(0, b"".join(chunks))
+
+
+def _text_to_phonemes(lib: ctypes.CDLL, text: str) -> bytes:
+    """espeak-ng's phoneme mnemonics for ``text`` (what it would say), one clause per line."""
+    lib.espeak_TextToPhonemes.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_int]
+    lib.espeak_TextToPhonemes.restype = ctypes.c_char_p
+    pointer = ctypes.pointer(ctypes.c_char_p(text.encode("utf-8")))
+    out: list[bytes] = []
+    while pointer.contents.value:
+        clause = lib.espeak_TextToPhonemes(pointer, 1, 0)
+        if clause is None:
+            break
+        out.append(clause)
+    return b"\n".join(out)
 
 
 def _fix_random_seeds(lib: ctypes.CDLL) -> None:

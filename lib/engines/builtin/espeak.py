@@ -131,15 +131,22 @@ class EspeakSynth:
         if proc.stdout is not None:
             proc.stdout.close()
 
-    def synth(self, text: str, params: EspeakParams) -> NDArray[Any]:
+    def synth(self, text: str, params: EspeakParams, *, phonemes: bool = False) -> NDArray[Any]:
         """Speak ``text`` with ``params``; int16 mono at :data:`ESPEAK_SAMPLE_RATE`.
+        ``phonemes``: ``[[...]]`` in ``text`` is espeak-ng phoneme input (see
+        :func:`lib.text.espeak_input.espeak_input`).
 
         Bit-identical for identical arguments, in any process, at any time."""
         payload = self._call(
             {"op": "synth", "text": text, "voice": params.voice, "rate": params.rate, "pitch": params.pitch,
-             "range": params.range, "volume": params.volume}
+             "range": params.range, "volume": params.volume, "phonemes": phonemes}
         )  # fmt: skip
         return np.frombuffer(payload, dtype="<i2").astype(np.int16)
+
+    def phonemes(self, text: str, voice: str) -> str:
+        """espeak-ng's own phonemes for ``text`` in ``voice`` (its mnemonics, one
+        clause per line): what it would say, for checks and benchmarks."""
+        return self._call({"op": "phonemes", "text": text, "voice": voice}).decode("utf-8", "replace")
 
     def close(self) -> None:
         """Stop the worker; later calls raise :class:`EngineError`."""
