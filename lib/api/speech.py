@@ -192,6 +192,7 @@ def speech_router(service: TTSService) -> APIRouter:
         responses={
             200: {"description": "The audio", "content": _AUDIO_CONTENT},
             206: {"description": "The requested byte range", "content": _AUDIO_CONTENT},
+            302: {"description": "The audio is in the object store: fetch it there (cache.objects_redirect)"},
             304: {"description": "Not modified (If-None-Match)"},
             400: ERROR_RESPONSES[400],
             404: ERROR_RESPONSES[404],
@@ -218,6 +219,10 @@ def speech_router(service: TTSService) -> APIRouter:
         unchanged = not_modified(key, fmt, entry, if_none_match)
         if unchanged is not None:
             return unchanged
+        if request.method == "GET" and service.redirects(fmt):  # cache.objects_redirect
+            location = await to_thread.run_sync(service.redirect_url, entry, fmt)
+            if location is not None:
+                return Response(status_code=302, headers={"Location": location, "Cache-Control": NO_STORE})
         ready = service.ready_bytes(key, fmt)
         body = ready if ready is not None else await to_thread.run_sync(service.audio_bytes, entry, fmt)
         etag = etag_for(key, fmt)
