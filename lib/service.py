@@ -39,6 +39,7 @@ from lib.engines import Engine, create_engine
 from lib.errors import TTSError, ValidationError
 from lib.files import ResultFiles
 from lib.metrics import Metrics
+from lib.objects import configured_objects
 from lib.produce import Producer
 from lib.recording import AnyRequest, Recorder
 from lib.request import ConvertRequest, PromptSource, Resolved, TTSRequest
@@ -85,16 +86,8 @@ class TTSService:
                 on_error=self.metrics.shared_errors.inc,
                 counters=self.stats.counters,
             )
-        # -- object-store tier (lib/objects): every stored result, for all replicas -------
-        self.objects: ObjectTier | None = None
-        if config.cache.objects_url:
-            from lib.objects.tier import ObjectTier  # the S3 client only when an object store is configured
-
-            self.objects = ObjectTier(
-                config.cache.objects_url, on_error=self.metrics.objects_errors.inc,
-                redirect=config.cache.objects_redirect,
-            )  # fmt: skip
-        # -----------------------------------------------------------------------------------
+        # The object-store tier (lib.objects), None unless cache.objects_url is set.
+        self.objects: ObjectTier | None = configured_objects(config.cache, self.metrics.objects_errors.inc)
         self.writer = Writer()
         self.tiers = Tiers(config.cache, self.store, self.shared, self.writer, objects=self.objects)
         self.memory = self.tiers.memory
@@ -127,8 +120,7 @@ class TTSService:
             self.engine, self.tag, self.tiers, self.stats, self.shared, readiness, self.disks, self.files
         )
         self._lock_store = self.disks.locks
-        # Redis leases with the shared tier, else lease objects in the object store (local
-        # ones while either is down), else local ones.
+        # Redis leases, else lease objects in the object store (local ones while down), else local ones.
         self.leases: Leases | None = (
             self.shared.leases(local=self._lock_store) if self.shared is not None
             else self.objects.leases(local=self._lock_store) if self.objects is not None
@@ -293,18 +285,6 @@ class TTSService:
 
     def audio_bytes(self, entry: CachedAudio, fmt: str) -> bytes:
         return self.tiers.audio_bytes(entry, fmt)
-
-    def redirects(self, fmt: str) -> bool:
-        """Whether ``GET /api/audio`` in ``fmt`` may answer 302 to the object store
-        (``cache.objects_redirect``)."""
-        return self.objects is not None and self.objects.redirect and fmt in ("wav", "flac")
-
-    def redirect_url(self, entry: CachedAudio, fmt: str) -> str | None:
-        """A presigned URL of ``entry`` as a ``fmt`` file in the object store, or None
-        (then the caller serves the bytes)."""
-        if not self.redirects(fmt) or self.objects is None:
-            return None
-        return self.objects.redirect_url(entry, fmt, lambda: self.tiers.audio_bytes(entry, fmt))
 
     def flush(self) -> None:
         """Wait for the background writes submitted so far to reach the store."""

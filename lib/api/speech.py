@@ -219,8 +219,12 @@ def speech_router(service: TTSService) -> APIRouter:
         unchanged = not_modified(key, fmt, entry, if_none_match)
         if unchanged is not None:
             return unchanged
-        if request.method == "GET" and service.redirects(fmt):  # cache.objects_redirect
-            location = await to_thread.run_sync(service.redirect_url, entry, fmt)
+        objects = service.objects
+        if objects is not None and objects.redirects(fmt) and request.method == "GET":  # cache.objects_redirect
+            found = entry
+            location = await to_thread.run_sync(
+                objects.redirect_url, found, fmt, lambda: service.audio_bytes(found, fmt)
+            )
             if location is not None:
                 return Response(status_code=302, headers={"Location": location, "Cache-Control": NO_STORE})
         ready = service.ready_bytes(key, fmt)

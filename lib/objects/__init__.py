@@ -24,13 +24,25 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["ObjectTier", "parse_objects_url"]
+__all__ = ["ObjectTier", "configured_objects", "parse_objects_url"]
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from lib.config import CacheConfig
     from lib.objects.tier import ObjectTier
     from lib.objects.url import parse_objects_url
 
 _WHERE = {"ObjectTier": "lib.objects.tier", "parse_objects_url": "lib.objects.url"}
+
+
+def configured_objects(cache: CacheConfig, on_error: Callable[[], None]) -> ObjectTier | None:
+    """The tier ``cache.objects_url`` asks for, or None (and no client imported)."""
+    if not cache.objects_url:
+        return None
+    from lib.objects.tier import ObjectTier
+
+    return ObjectTier(cache.objects_url, on_error=on_error, redirect=cache.objects_redirect)
 
 
 def __getattr__(name: str) -> Any:

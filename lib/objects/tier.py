@@ -29,7 +29,7 @@ from lib.cache.leases import Leases
 from lib.config import MAX_TTL
 from lib.objects.client import ObjectClient, trips
 from lib.objects.feed import RETENTION, Apply, ObjectFeed
-from lib.objects.layout import Card, Layout, hour_of
+from lib.objects.layout import PLAYABLE, Card, Layout, hour_of
 from lib.objects.leases import ObjectLeases
 from lib.objects.playable import Playable
 from lib.objects.sigv4 import Credentials
@@ -210,9 +210,13 @@ class ObjectTier:
 
     # -- playable copies (cache.objects_redirect) -----------------------------------------
 
+    def redirects(self, fmt: str) -> bool:
+        """Whether ``GET /api/audio`` in ``fmt`` may answer 302 here (``cache.objects_redirect``)."""
+        return self.redirect and fmt in PLAYABLE
+
     def redirect_url(self, entry: CachedAudio, fmt: str, audio: Callable[[], bytes]) -> str | None:
         """A presigned URL of ``entry`` as a ``fmt`` file, or None to serve it directly."""
-        return self.playable.url(entry, fmt, audio) if self.redirect else None
+        return self.playable.url(entry, fmt, audio) if self.redirects(fmt) else None
 
     # -- lifecycle --------------------------------------------------------------------------
 
