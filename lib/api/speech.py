@@ -29,6 +29,7 @@ from lib.validate import MAX_SEED, MAX_SPEED, MAX_TTL, MIN_SPEED, check_unicode
 
 from .errors import ERROR_RESPONSES
 from .http import NO_STORE, cache_control, etag_for, etag_matches, parse_range, too_large_message
+from .redirect import object_redirect
 
 __all__ = [
     "SpeechRequest",
@@ -219,14 +220,9 @@ def speech_router(service: TTSService) -> APIRouter:
         unchanged = not_modified(key, fmt, entry, if_none_match)
         if unchanged is not None:
             return unchanged
-        objects = service.objects
-        if objects is not None and objects.redirects(fmt) and request.method == "GET":  # cache.objects_redirect
-            found = entry
-            location = await to_thread.run_sync(
-                objects.redirect_url, found, fmt, lambda: service.audio_bytes(found, fmt)
-            )
-            if location is not None:
-                return Response(status_code=302, headers={"Location": location, "Cache-Control": NO_STORE})
+        redirect = await object_redirect(service, entry, fmt) if request.method == "GET" else None
+        if redirect is not None:  # cache.objects_redirect: fetch it from the object store
+            return redirect
         ready = service.ready_bytes(key, fmt)
         body = ready if ready is not None else await to_thread.run_sync(service.audio_bytes, entry, fmt)
         etag = etag_for(key, fmt)
