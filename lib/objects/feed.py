@@ -66,6 +66,8 @@ class ObjectFeed:
         self._last = 0
         """Time (ms, writer's clock) of the newest event applied or skipped."""
         self._seen: set[str] = set()
+        self._fresh = False
+        """First start with this store: events already there are history, not news."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -122,15 +124,15 @@ class ObjectFeed:
                 continue
             self._seen.add(item.name)
             newest = max(newest, _ms(item.name))
-            if item.name.endswith("-" + self.sender):
-                continue  # ours: applied before it was announced
+            if self._fresh or item.name.endswith("-" + self.sender):
+                continue  # history, or ours (applied before it was announced)
             got = self.client.get(item.name)
             event: Any = json.loads(got.body) if got is not None else None
             if not isinstance(event, dict):
                 continue
             apply(None if event.get("all") else str(event.get("tag") or ""))
             applied += 1
-        self._last = newest
+        self._last, self._fresh = newest, False
         self._seen = {n for n in self._seen if _ms(n) >= newest - 2 * _SKEW}
         self._save()
         return applied
@@ -144,7 +146,7 @@ class ObjectFeed:
             self._last = state["last"]
             self._seen = {str(n) for n in state.get("seen") or []}
         else:  # first start with this store: nothing to catch up on
-            self._last = int(time.time() * 1000)
+            self._last, self._fresh = int(time.time() * 1000), True
 
     def _save(self) -> None:
         if self._state_file is None:
