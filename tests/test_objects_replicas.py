@@ -26,6 +26,7 @@ from lib.engines.tone import ToneEngine
 from lib.request import TTSRequest
 from lib.service import TTSService
 from lib.shared.leases import SharedLeases
+from lib.ui.shared_status import objects_markdown
 from lib.ui.views import stats_markdown
 from tests.api_server import LiveServer
 
@@ -211,6 +212,7 @@ def test_the_store_killed_and_restarted_never_fails_a_request_and_heals(
         assert health["status"] == "degraded" and health["objects"] == {"up": False}
         assert any("object store" in reason for reason in health["reasons"])
         assert "tts_objects_tier_up 0.0" in a.metrics.exposition().decode()
+        assert "**down" in objects_markdown(a.snapshot()["objects"])  # the Cache tab says so
         assert len([r for r in caplog.records if "is unreachable" in r.getMessage()]) <= 2  # once per replica
         own.start()
         assert wait_until(lambda: a.health()["status"] == "ok" and b.objects is not None and b.objects.up)
