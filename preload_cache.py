@@ -2,7 +2,8 @@
 """Fill the cache with the hot phrases before users ask for them (run at release time).
 
     preload_cache.py [--phrases FILE] [--config FILE] [--cache-dir DIR] [--workers N]
-                     [--dry-run] [--force] [--shared-url URL] [--engine NAME] [--model-dir DIR]
+                     [--dry-run] [--force] [--shared-url URL] [--objects-url URL] [--engine NAME]
+                     [--model-dir DIR]
 
 Skips what is cached, shows a progress bar on stderr and ends with one summary line on
 stdout: ``preload: N phrases, G generated, C already cached, F failed in T s`` (each piece
@@ -44,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from lib.cli import config_from_args
     from lib.compose.templates import load_templates
-    from lib.errors import TTSError
+    from lib.errors import ConfigError, TTSError
     from lib.phrases import PhraseRules, expand, load_phrases
     from lib.preload import PreloadReport, preload
     from lib.service import TTSService
@@ -63,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         service = TTSService(config)
+    except ConfigError as exc:  # e.g. --objects-url without AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY
+        print(f"preload: {exc}", file=sys.stderr)
+        return EXIT_INVALID
     except TTSError as exc:
         print(f"preload: cannot start the {config.engine} engine: {exc}", file=sys.stderr)
         print(f"preload: {len(requests)} phrases, 0 generated, 0 already cached, {len(requests)} failed in 0.0 s")

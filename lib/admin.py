@@ -55,11 +55,15 @@ class Admin:
         removed = t.store.clear()
         t.drop_memory()
         shared = t.shared.clear() if t.shared is not None else 0
+        objects = t.objects.clear() if t.objects is not None else 0
         profiles = int(self.profiles.clear() or 0) if self.profiles is not None else 0
         if self.prompts is not None:
             self.prompts.clear()
         _LOGGER.warning("cache cleared: %d entries and %d voice profiles removed", removed, profiles)
-        return {"removed": removed, "shared_removed": shared, "profiles_removed": profiles}
+        report = {"removed": removed, "shared_removed": shared, "profiles_removed": profiles}
+        if t.objects is not None:
+            report["objects_removed"] = objects
+        return report
 
     def evict(self, tag: str, caller: Caller = LOCAL) -> dict[str, Any]:
         check(caller, Action.ADMIN)
@@ -74,11 +78,14 @@ class Admin:
             # Redis's copies, and (through the eviction feed) every other replica's.
             # None: Redis could not be reached, its copies stay (evict again later).
             report["shared_removed"] = self.tiers.shared.evict(tag)
+        if self.tiers.objects is not None:
+            # The object store's copies, listed by its tag index. None: unreachable, evict again later.
+            report["objects_removed"] = self.tiers.objects.evict(tag)
         return report
 
     def apply_remote(self, tag: str | None) -> None:
         """Another replica evicted ``tag`` (None: cleared everything): drop this
-        replica's local copies (Redis's are gone already). No access check: it comes
+        replica's local copies (Redis's and the object store's are gone already). No access check: it comes
         from the shared tier, where only an admin action puts it."""
         t = self.tiers
         t.writer.flush()
@@ -97,7 +104,10 @@ class Admin:
     def sweep_expired(self, caller: Caller = LOCAL) -> dict[str, Any]:
         check(caller, Action.ADMIN)
         self.tiers.writer.flush()
-        return {"expired_removed": self.tiers.store.expire()}
+        report: dict[str, Any] = {"expired_removed": self.tiers.store.expire()}
+        if self.tiers.objects is not None:
+            report["objects_expired_removed"] = self.tiers.objects.sweep()
+        return report
 
     def verify(self, caller: Caller = LOCAL) -> dict[str, Any]:
         check(caller, Action.ADMIN)

@@ -27,6 +27,7 @@ SHARED_FLAGS = (
     ("--engine", "engine"),
     ("--model-dir", "cosyvoice.model_dir"),
     ("--shared-url", "cache.shared_url"),
+    ("--objects-url", "cache.objects_url"),
 )
 _HELP = {
     "--config": "config file (default: config.yaml if present)",
@@ -34,6 +35,7 @@ _HELP = {
     "--engine": "builtin, cosyvoice or tone (engine)",
     "--model-dir": "CosyVoice model directory (cosyvoice.model_dir)",
     "--shared-url": "redis:// URL of the shared cache tier (cache.shared_url)",
+    "--objects-url": "S3 URL endpoint/bucket/prefix of the object-store tier (cache.objects_url)",
 }
 
 

@@ -102,6 +102,15 @@ class CacheConfig:
     """Longest a request waits for another process's synthesis of the same key."""
     shared_url: str | None = None
     """``redis://host:port/db`` of a shared tier for several replicas; null for none."""
+    objects_url: str | None = None
+    """S3 endpoint URL of an object-store tier (MinIO, Ceph RGW, AWS S3) holding every
+    stored result for all replicas: the first path segment is the bucket, the rest a key
+    prefix, e.g. ``http://minio.internal:9000/tts-cache/prod``. Credentials and region
+    from ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_DEFAULT_REGION``. Null
+    for none (docs/objects.md)."""
+    objects_redirect: bool = False
+    """With ``objects_url``: answer ``GET /api/audio/{key}.wav|flac`` with a 302 to a
+    presigned URL of the audio in the store, so a CDN or the client fetches it there."""
     stats_phrases: int = 1000
     """Most phrases the statistics keep with their text (the least requested go first)."""
 
@@ -376,3 +385,7 @@ def _check(config: AppConfig) -> None:
     for ok, message in rules:
         if not ok:
             raise ConfigError(message)
+    if c.objects_url is not None:
+        from lib.objects.url import parse_objects_url  # the URL's rules; imports no client
+
+        parse_objects_url(c.objects_url)

@@ -4,7 +4,7 @@ the shared tier: a refresh must stay cheap whatever the load."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from lib.cache.stores import LocalStores
 from lib.cache.tiers import Tiers
@@ -14,6 +14,7 @@ from lib.stats import Stats
 from lib.upgrade import Readiness
 
 if TYPE_CHECKING:
+    from lib.objects.tier import ObjectTier
     from lib.shared.tier import SharedTier
 
 __all__ = ["Dashboard"]
@@ -40,6 +41,11 @@ class Dashboard:
         self.disks = disks
         self.files = files
 
+    @property
+    def objects(self) -> ObjectTier | None:
+        """The object-store tier, if configured (reached through the tiers)."""
+        return cast("ObjectTier | None", self.tiers.objects)
+
     def snapshot(self, top: int = 20, *, texts: bool = True) -> dict[str, Any]:
         """Everything the dashboard and ``/api/cache/stats`` show. Without ``texts``
         (the public view) the top-phrase lists are left out: they hold user texts."""
@@ -60,6 +66,7 @@ class Dashboard:
             engine=self.engine.name, model_version=self.engine.model_version, tag=self.tag,
             cache_available=self.tiers.store.available, cache_error=self.tiers.store.last_error,
             shared=self.shared.status() if self.shared is not None else None,
+            objects=self.objects.status() if self.objects is not None else None,
             model_versions=self.readiness.versions() if self.readiness is not None else [],
         )  # fmt: skip
         return snap
@@ -97,6 +104,9 @@ class Dashboard:
         shared = {"up": bool(self.shared.up)} if self.shared is not None else None
         if self.shared is not None and not self.shared.up:
             reasons.append(f"shared tier {self.shared.url} unreachable; serving from local tiers")
+        objects = {"up": bool(self.objects.up)} if self.objects is not None else None
+        if self.objects is not None and not self.objects.up:
+            reasons.append(f"object store {self.objects.url} unreachable; serving from the other tiers")
         audio = stores["audio"]
         return {
             "status": "degraded" if reasons else "ok",
@@ -106,6 +116,7 @@ class Dashboard:
             "cache": {"available": audio["available"], "dir": cache_dir, "error": audio["error"]},
             "stores": stores,
             "shared": shared,
+            "objects": objects,
         }
 
     def gauges(self) -> dict[str, Any]:
@@ -113,4 +124,5 @@ class Dashboard:
         values["memory_bytes"] = self.tiers.memory.nbytes
         values["engine_seconds_saved_last_hour"] = self.stats.saved_last_hour()
         values["shared_up"] = 1 if self.shared is not None and self.shared.up else 0
+        values["objects_up"] = 1 if self.objects is not None and self.objects.up else 0
         return values

@@ -46,6 +46,9 @@ class _GaugeCollector(Collector):
         yield GaugeMetricFamily(
             "tts_shared_tier_up", "1 when the shared (Redis) tier is reachable", value=values.get("shared_up", 0)
         )
+        yield GaugeMetricFamily(
+            "tts_objects_tier_up", "1 when the object-store tier is reachable", value=values.get("objects_up", 0)
+        )
 
 
 class Metrics:
@@ -73,6 +76,7 @@ class Metrics:
         self.voice_extractions = Counter("tts_voice_extractions", "Voice profiles extracted from prompts", registry=r)
         self.cache_errors = Counter("tts_cache_errors", "Cache store failures by operation", ["op"], registry=r)
         self.shared_errors = Counter("tts_shared_errors", "Shared (Redis) tier failures", registry=r)
+        self.objects_errors = Counter("tts_objects_errors", "Object-store tier failures", registry=r)
         self.tier_hits = Counter("tts_cache_tier_hits", "Hits by the tier that served them", ["tier"], registry=r)
         self.segments = Counter(
             "tts_segments", "Sentence segments and template pieces, reused from the cache or synthesised",

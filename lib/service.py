@@ -2,7 +2,7 @@
 
 ``TTSService.synthesise`` (and ``stream``, the same answer as chunks) is the one path
 every request takes (web UI, HTTP API, preload): resolve and validate
-(:mod:`lib.resolve`), look up memory -> disk (-> shared) (:mod:`lib.cache.tiers`),
+(:mod:`lib.resolve`), look up memory -> disk (-> shared -> objects) (:mod:`lib.cache.tiers`),
 compose a template's answer from cached pieces (:mod:`lib.compose.templatebook`), and on a miss
 make the result from sentence segments (:mod:`lib.compose.composer`), each run by the engine
 (:mod:`lib.produce`) once per key across threads and processes
@@ -39,6 +39,7 @@ from lib.engines import Engine, create_engine
 from lib.errors import TTSError, ValidationError
 from lib.files import ResultFiles
 from lib.metrics import Metrics
+from lib.objects import configured_objects
 from lib.produce import Producer
 from lib.recording import AnyRequest, Recorder
 from lib.request import ConvertRequest, PromptSource, Resolved, TTSRequest
@@ -52,6 +53,7 @@ from lib.voices.library import VoiceLibrary
 from lib.voices.profiles import VoiceProfiles
 
 if TYPE_CHECKING:
+    from lib.objects.tier import ObjectTier
     from lib.shared.tier import SharedTier
 
 __all__ = ["TTSService", "get_default_service", "synthesise_with_cache"]
@@ -84,8 +86,10 @@ class TTSService:
                 on_error=self.metrics.shared_errors.inc,
                 counters=self.stats.counters,
             )
+        # The object-store tier (lib.objects), None unless cache.objects_url is set.
+        self.objects: ObjectTier | None = configured_objects(config.cache, self.metrics.objects_errors.inc)
         self.writer = Writer()
-        self.tiers = Tiers(config.cache, self.store, self.shared, self.writer)
+        self.tiers = Tiers(config.cache, self.store, self.shared, self.writer, objects=self.objects)
         self.memory = self.tiers.memory
         self.transcodes = self.tiers.transcodes
         self._voice_store = self.disks.voices
@@ -107,6 +111,8 @@ class TTSService:
         self.admin = Admin(self.tiers, profiles, self.decoder, self.disks.verify_side)
         if self.shared is not None:  # evictions and clears on other replicas reach this one's local tiers
             self.shared.follow_evictions(self.admin.apply_remote, self.cache_dir / "shared-evictions.json")
+        elif self.objects is not None:  # without Redis, evictions and clears travel through the object store
+            self.objects.follow_evictions(self.admin.apply_remote, self.cache_dir / "objects-evictions.json")
         self.files = ResultFiles()
         """Private files for callers that need a path (the web UI), removed on close."""
         readiness = Readiness(self.store, self.resolver.resolve, config.templates.file, self.tag)
@@ -114,10 +120,12 @@ class TTSService:
             self.engine, self.tag, self.tiers, self.stats, self.shared, readiness, self.disks, self.files
         )
         self._lock_store = self.disks.locks
-        # Redis leases with the shared tier (local ones while it is down), else local ones.
+        # Redis leases, else lease objects in the object store (local ones while down), else local ones.
         self.leases: Leases | None = (
-            self.shared.leases(local=self._lock_store) if self.shared is not None else self._lock_store
-        )
+            self.shared.leases(local=self._lock_store) if self.shared is not None
+            else self.objects.leases(local=self._lock_store) if self.objects is not None
+            else self._lock_store
+        )  # fmt: skip
         self.renewer = Renewer(self.leases, config.cache.lock_lease) if self.leases is not None else None
         self.recorder = Recorder(self.stats, self.metrics, config)
         self.composer = Composer(
@@ -357,6 +365,8 @@ class TTSService:
         self.disks.close()
         if self.shared is not None:
             self.shared.close()
+        if self.objects is not None:
+            self.objects.close()
         self.files.close()
         self.engine.close()
 

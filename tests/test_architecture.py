@@ -1,5 +1,6 @@
 """The layout keeps its promises (docs/architecture.md): no import circles in lib/,
-modules of a readable size, and ``redis`` imported only when a shared tier is set."""
+modules of a readable size, ``redis`` imported only when a shared tier is set, and the
+object store's client only when an object store is."""
 
 from __future__ import annotations
 
@@ -98,3 +99,24 @@ def test_redis_is_imported_only_with_a_shared_tier(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, check=True, cwd=tmp_path,
     )  # fmt: skip
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_the_object_store_client_is_imported_only_with_an_object_store(tmp_path: Path) -> None:
+    code = (
+        "import sys, os; sys.path.insert(0, sys.argv[1]);"
+        "from lib.config import load_config; from lib.service import TTSService; import webui;"
+        "over = {'engine': 'tone', 'cache.dir': sys.argv[2], 'cache.objects_url': sys.argv[3] or None};"
+        "svc = TTSService(load_config(env={}, overrides=over));"
+        "app = webui.create_app(svc); svc.close();"
+        "print(sorted(m for m in sys.modules if m.startswith(('lib.objects.', 'boto3', 'botocore'))))"
+    )
+    env = {"PATH": "/usr/bin:/bin", "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+    found = {}
+    for label, url in (("without", ""), ("with", "http://127.0.0.1:9/tts-cache/p")):  # port 9: nothing answers
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(REPO), str(tmp_path / label), url],
+            capture_output=True, text=True, timeout=120, check=True, cwd=tmp_path, env=env,
+        )  # fmt: skip
+        found[label] = out.stdout.strip().splitlines()[-1]
+    assert found["without"] == "[]"
+    assert "'lib.objects.client'" in found["with"] and "botocore" not in found["with"]  # the check can fail

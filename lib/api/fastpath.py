@@ -125,6 +125,8 @@ class HitFastPath:
             if name == b"if-none-match":
                 if_none_match = value.decode("latin-1")
         key, fmt = match.group(1).lower(), match.group(2)
+        if self.service.objects is not None and self.service.objects.redirects(fmt):
+            return False  # a 302 to the object store: the endpoint (it asks the store)
         entry = self.service.memory_entry(key)
         if entry is None:
             return False

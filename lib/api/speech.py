@@ -29,6 +29,7 @@ from lib.validate import MAX_SEED, MAX_SPEED, MAX_TTL, MIN_SPEED, check_unicode
 
 from .errors import ERROR_RESPONSES
 from .http import NO_STORE, cache_control, etag_for, etag_matches, parse_range, too_large_message
+from .redirect import object_redirect
 
 __all__ = [
     "SpeechRequest",
@@ -192,6 +193,7 @@ def speech_router(service: TTSService) -> APIRouter:
         responses={
             200: {"description": "The audio", "content": _AUDIO_CONTENT},
             206: {"description": "The requested byte range", "content": _AUDIO_CONTENT},
+            302: {"description": "The audio is in the object store: fetch it there (cache.objects_redirect)"},
             304: {"description": "Not modified (If-None-Match)"},
             400: ERROR_RESPONSES[400],
             404: ERROR_RESPONSES[404],
@@ -218,6 +220,9 @@ def speech_router(service: TTSService) -> APIRouter:
         unchanged = not_modified(key, fmt, entry, if_none_match)
         if unchanged is not None:
             return unchanged
+        redirect = await object_redirect(service, entry, fmt) if request.method == "GET" else None
+        if redirect is not None:  # cache.objects_redirect: fetch it from the object store
+            return redirect
         ready = service.ready_bytes(key, fmt)
         body = ready if ready is not None else await to_thread.run_sync(service.audio_bytes, entry, fmt)
         etag = etag_for(key, fmt)

@@ -1,8 +1,9 @@
-"""The lookup chain memory -> disk -> shared, and where new entries go.
+"""The lookup chain memory -> disk -> shared (Redis) -> objects, and where new entries go.
 
-A hit found in a lower tier is copied into the faster ones (a shared-tier hit is
-verified by its checksum first). A new entry is put in memory at once and written to
-disk and to the shared tier by the writer thread, which then releases the key's
+A hit found in a lower tier is copied into the faster ones (a shared-tier or object-store
+hit is verified by its key and checksum first). A new entry is put in memory at once and
+written to disk, the shared tier and the object store by the writer thread, which then
+releases the key's
 single-flight lease. TTL comes from the entry itself (:meth:`CachedAudio.remaining`),
 so every tier expires it at the same moment.
 """
@@ -22,13 +23,14 @@ from lib.cache.store import AudioStore
 from lib.cache.writer import Writer
 from lib.config import CacheConfig
 
-__all__ = ["SharedStore", "Tiers"]
+__all__ = ["ObjectStore", "SharedStore", "Tiers"]
 
 _LOGGER = logging.getLogger(__name__)
 
 
 class SharedStore(Protocol):
-    """What the tiers need of the shared (Redis) tier (``lib.shared.SharedTier``)."""
+    """What the tiers need of a shared tier: Redis (``lib.shared.SharedTier``) or an
+    object store (``lib.objects.ObjectTier``)."""
 
     def get(self, key: str) -> bytes | None: ...
 
@@ -43,12 +45,23 @@ class SharedStore(Protocol):
     def evict(self, tag: str) -> int | None: ...
 
 
+class ObjectStore(SharedStore, Protocol):
+    """A shared tier that also sweeps its expired entries (``lib.objects.ObjectTier``)."""
+
+    def sweep(self, now: float | None = None) -> int | None: ...
+
+
 class Tiers:
     """Memory (ready-to-send WAV), disk (:class:`AudioStore`) and optionally shared."""
 
-    def __init__(self, config: CacheConfig, store: AudioStore, shared: SharedStore | None, writer: Writer) -> None:
+    def __init__(
+        self, config: CacheConfig, store: AudioStore, shared: SharedStore | None, writer: Writer,
+        objects: ObjectStore | None = None,
+    ) -> None:  # fmt: skip
         self.store = store
         self.shared = shared
+        self.objects = objects
+        """The object-store tier (cache.objects_url): after Redis, every stored result."""
         self.writer = writer
         self.memory: ByteLRU[str, CachedAudio] = ByteLRU(config.memory_bytes, lambda e: e.nbytes)
         self.transcodes: ByteLRU[tuple[str, str], bytes] = ByteLRU(config.transcode_bytes, len)
@@ -86,6 +99,10 @@ class Tiers:
             entry = self._from_shared(self.shared, key)
             if entry is not None:
                 return entry, "shared"
+        if self.objects is not None:
+            entry = self._from_shared(self.objects, key)
+            if entry is not None:
+                return entry, "objects"
         return None
 
     def find(self, key: str) -> CachedAudio | None:
@@ -143,6 +160,8 @@ class Tiers:
                 done()  # on disk: what a caller waiting in wait_written needs
                 if self.shared is not None:
                     self.shared.put(entry.key, blob, ttl=ttl)
+                if self.objects is not None:  # the lease is released after: waiters then find it
+                    self.objects.put(entry.key, blob, ttl=ttl)
             finally:
                 done()
                 lease.release()
@@ -172,6 +191,8 @@ class Tiers:
         self.transcodes.discard_where(lambda k: k[0] == key)
         if self.shared is not None:
             self.shared.delete(key)
+        if self.objects is not None:
+            self.objects.delete(key)
         return self.store.delete(key)
 
     def drop_memory(self) -> None:

@@ -1,5 +1,6 @@
-"""The shared tier's state as dashboard text (Markdown), from ``SharedTier.status()``
-(``TTSService.snapshot()["shared"]``), so the web UI needs one call to show it."""
+"""The shared tiers' state as dashboard text (Markdown), from ``SharedTier.status()`` and
+``ObjectTier.status()`` (``TTSService.snapshot()["shared"]`` and ``["objects"]``), so the
+web UI needs one call to show them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["status_markdown"]
+__all__ = ["objects_markdown", "status_markdown"]
 
 
 def status_markdown(status: Mapping[str, Any] | None) -> str:
@@ -42,3 +43,22 @@ def status_markdown(status: Mapping[str, Any] | None) -> str:
         cap = f"{limit / 2**20:.0f} MiB" if limit else "no maxmemory"
         lines.append(f"Redis memory: {used / 2**20:.1f} MiB used, {cap}, policy `{policy}`")
     return "\n".join(lines)
+
+
+def objects_markdown(status: Mapping[str, Any] | None) -> str:
+    """One or two Markdown lines about the object-store tier; '' when none is configured."""
+    if not status:
+        return ""
+    if status.get("up"):
+        state = "up 正常"
+    else:
+        since = status.get("down_since")
+        ago = f" for {time.time() - since:.0f} s" if isinstance(since, (int, float)) else ""
+        state = f"**down 不可用**{ago}: serving from the other tiers ({status.get('last_error') or 'unreachable'})"
+    redirect = " · redirects /api/audio" if status.get("redirect") else ""
+    return (
+        f"**Object store 对象存储** `{status.get('url', '')}`: {state}{redirect}  \n"
+        f"This replica: {status.get('hits', 0)} hits, {status.get('misses', 0)} misses, "
+        f"{status.get('puts', 0)} writes, {status.get('expired', 0)} expired, {status.get('swept', 0)} swept, "
+        f"{status.get('corrupt', 0)} corrupt dropped, {status.get('errors', 0)} faults  "
+    )

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from lib.results import SynthesisResult
-from lib.ui.shared_status import status_markdown
+from lib.ui.shared_status import objects_markdown, status_markdown
 
 __all__ = [
     "BADGE_COLOURS",
@@ -175,6 +175,9 @@ def stats_markdown(snap: Mapping[str, Any], window: tuple[str, float, int] | Non
     shared = status_markdown(snap.get("shared"))
     if shared:
         lines.append("\n" + shared)
+    objects = objects_markdown(snap.get("objects"))
+    if objects:
+        lines.append("\n" + objects)
     return "\n".join(lines)
 
 
