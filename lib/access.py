@@ -59,6 +59,9 @@ class Caller:
     token_configured: bool = False
     """Whether the server has an admin token (for the message of a refusal)."""
     token_env: str = "TTS_ADMIN_TOKEN"
+    bad_scheme: bool = False
+    """An ``Authorization`` header was sent without the ``Bearer`` scheme (a bare
+    token): never taken as the admin, and a refusal says how to send it."""
 
 
 #: In-process callers: preload_cache.py, the command line, tests.
@@ -85,15 +88,18 @@ class AccessPolicy:
         token = os.environ.get(self.token_env, "") if self._fixed is None else self._fixed
         return token or None
 
-    def caller(self, *, origin: str, client_host: str | None, token: str | None) -> Caller:
-        """The caller behind a request from ``client_host`` that sent ``token``."""
+    def caller(
+        self, *, origin: str, client_host: str | None, token: str | None, bad_scheme: bool = False
+    ) -> Caller:
+        """The caller behind a request from ``client_host`` that sent ``token``
+        (``bad_scheme``: an Authorization header without ``Bearer`` came instead)."""
         token = token or None
         expected = self.token
         if expected is not None:
             admin = token is not None and hmac.compare_digest(token.encode(), expected.encode())
         else:
             admin = is_loopback(client_host or "")
-        return Caller(admin, origin, token is not None, expected is not None, self.token_env)
+        return Caller(admin, origin, token is not None, expected is not None, self.token_env, bad_scheme)
 
 
 def allows(caller: Caller, action: Action) -> bool:
@@ -107,6 +113,11 @@ def check(caller: Caller, action: Action) -> None:
     if allows(caller, action):
         return
     what = action.value
+    if caller.bad_scheme:
+        raise UnauthorizedError(
+            f"only the admin may {what}, and the Authorization header is not a bearer token: "
+            "send it as 'Authorization: Bearer <token>' (add 'Bearer ' before the token)"
+        )
     if not caller.token_configured:
         raise ForbiddenError(
             f"only the admin may {what}: from another machine that needs an admin token; "

@@ -106,6 +106,19 @@ def test_the_rule_opens_only_synthesis_new_voices_and_preload() -> None:
         check(Caller(admin=False), Action.ADMIN)
 
 
+def test_a_bare_token_without_bearer_is_refused_with_how_to_send_it(http: httpx.Client, service: TTSService) -> None:
+    """The right token, sent as ``Authorization: <token>``, is not the admin: only
+    ``Bearer <token>`` is compared, and the refusal says to add ``Bearer``."""
+    for header in (TOKEN, f"Token {TOKEN}", f"Basic {TOKEN}"):
+        refused = http.post("/api/cache/clear", headers={"Authorization": header})
+        assert refused.status_code == 401, (header, refused.text)
+        assert "Bearer <token>" in refused.json()["error"] and "add 'Bearer '" in refused.json()["error"]
+        stats = http.get("/api/cache/stats", headers={"Authorization": header}).json()
+        assert "top_requested" not in stats  # users' texts: not for a bare token either
+    assert http.post("/api/cache/clear", headers=bearer()).status_code == 200
+    assert http.post("/api/cache/clear", headers={"Authorization": f"bearer {TOKEN}"}).status_code == 200
+
+
 # -- HTTP: a saved voice cannot be hijacked ------------------------------------------------------
 
 
