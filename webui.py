@@ -23,8 +23,10 @@ from typing import Any
 
 import gradio as gr
 from fastapi import FastAPI
+from starlette.routing import Mount
 
 from lib.api import create_app as create_api
+from lib.api.errors import install_routing_errors
 from lib.audio import FORMATS
 from lib.cli import add_config_flags, config_from_args
 from lib.engines.base import can_convert
@@ -361,6 +363,9 @@ def create_app(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
         mounted: FastAPI = gr.mount_gradio_app(
             app, demo, path="/", theme=theme(), css=CSS, js=JS, footer_links=["api"]
         )  # fmt: skip
+        for route in mounted.routes:  # the UI gets every path the API has no route for
+            if isinstance(route, Mount) and isinstance(route.app, FastAPI):
+                install_routing_errors(route.app)
         return mounted
 
     async def mount_in_a_loop() -> FastAPI:

@@ -264,6 +264,28 @@ def test_ui_and_api_share_one_port(client: Client) -> None:
     assert httpx.get(base + "/metrics", timeout=10).status_code == 200
 
 
+def test_every_api_error_is_json_even_where_the_ui_gets_the_path(client: Client) -> None:
+    """With the UI mounted at ``/`` it gets every path the API has no route for: its
+    routing 404s and 405s answer in the API's shape too, not FastAPI's ``{"detail"}``."""
+    base = client.src.rstrip("/")
+    for method, path, status in [
+        ("GET", "/api/nope", 404), ("POST", "/api/voices/x/y", 404), ("GET", "/healthz/x", 404), ("GET", "/nope", 404),
+        ("GET", "/gradio_api/nope", 404), ("PATCH", "/api/tts", 405), ("GET", "/api/tts", 405),
+    ]:  # fmt: skip
+        answer = httpx.request(method, base + path, timeout=10)
+        assert answer.status_code == status, (method, path, answer.text)
+        assert set(answer.json()) == {"error"} and path in answer.json()["error"], (method, path, answer.text)
+    openai = httpx.get(base + "/v1/nope", timeout=10)
+    assert openai.status_code == 404 and "no such endpoint" in openai.json()["error"]["message"]
+    bad_json = httpx.post(
+        base + "/api/cache/clear", content=b"{nope", headers={"content-type": "application/json"}, timeout=10
+    )
+    assert bad_json.status_code == 400 and bad_json.json() == {
+        "error": "body: is not valid JSON; send a JSON object as documented (see /docs)"
+    }
+    assert httpx.get(base + "/", timeout=10).status_code == 200  # the UI itself is still served
+
+
 def test_build_request_maps_modes_to_voice_fields() -> None:
     args = dict(prompt_text="transcript", text="hi", style="calm", seed=3, speed=1.0, fmt="wav", use_cache=True)
     preset = webui.build_request("preset", "/tmp/p.wav", "tone-low", **args)  # type: ignore[arg-type]
