@@ -51,7 +51,7 @@ def test_no_edge_or_double_space(text: str) -> None:
     assert not any(ch in out for ch in "\u200b\u200c\u200d\u2060\ufeff")
 
 
-BIDI = ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f", "\u061c"]
+BIDI = [*"\u202a\u202b\u202c\u202d\u202e", *"\u2066\u2067\u2068\u2069", "\u200e", "\u200f", "\u061c"]
 
 
 def test_bidi_controls_are_dropped() -> None:
