@@ -88,9 +88,7 @@ class AccessPolicy:
         token = os.environ.get(self.token_env, "") if self._fixed is None else self._fixed
         return token or None
 
-    def caller(
-        self, *, origin: str, client_host: str | None, token: str | None, bad_scheme: bool = False
-    ) -> Caller:
+    def caller(self, *, origin: str, client_host: str | None, token: str | None, bad_scheme: bool = False) -> Caller:
         """The caller behind a request from ``client_host`` that sent ``token``
         (``bad_scheme``: an Authorization header without ``Bearer`` came instead)."""
         token = token or None
