@@ -6,8 +6,9 @@ the client sent, if any, and its address); the service decides with :meth:`check
 The rule:
 
 - anyone may synthesise, preload a phrase list and save a voice under a *new* name;
-- replacing or deleting a saved voice, ``force`` (regenerating cached entries), and
-  the admin actions (clear, evict, sweep, verify) need the admin;
+- replacing or deleting a saved voice, ``force`` (regenerating cached entries),
+  enabling an uploaded list's templates (they change other users' answers), and the
+  admin actions (clear, evict, sweep, verify) need the admin;
 - statistics that contain user texts, and the transcripts of saved voices, are
   admin-only; everyone else sees counts, sizes and hit rates, and voice names.
 
@@ -39,6 +40,7 @@ class Action(enum.Enum):
     REPLACE_VOICE = "replace a saved voice"
     DELETE_VOICE = "delete a saved voice"
     FORCE = "regenerate cached phrases (force)"
+    TEMPLATES = "enable a phrase list's templates for every request"
     ADMIN = "clear, evict, sweep or verify the cache"
     READ_TEXTS = "read users' texts (in the statistics, the voices' transcripts)"
 
