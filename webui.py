@@ -46,6 +46,7 @@ from lib.ui.forms import (
 from lib.ui.handlers import BUTTON_LABELS, HISTORY, LIVE_NOTICE, Handlers, live_playback_available
 from lib.ui.plots import WINDOWS
 from lib.ui.preload_tab import preload_tab
+from lib.ui.tempdir import private_gradio_dir
 from lib.ui.theme import CSS, JS, SHOW_RESULT, theme
 from lib.ui.views import engine_title
 from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
@@ -61,6 +62,7 @@ DEFAULT_PHRASES = HERE / "hot_phrases.json"
 def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> gr.Blocks:
     """The Blocks app for ``service``; every event calls one method of :class:`Handlers`."""
     h = Handlers(service, phrases_path)
+    private_gradio_dir(service.files)  # before any Blocks or component reads GRADIO_TEMP_DIR
     demo = gr.Blocks(title="语音克隆合成 Voice cloning TTS", analytics_enabled=False)
     with demo:
         gr.Markdown(
