@@ -23,8 +23,10 @@ from typing import Any
 
 import gradio as gr
 from fastapi import FastAPI
+from starlette.routing import Mount
 
 from lib.api import create_app as create_api
+from lib.api.errors import install_routing_errors
 from lib.audio import FORMATS
 from lib.cli import add_config_flags, config_from_args
 from lib.engines.base import can_convert
@@ -44,6 +46,7 @@ from lib.ui.forms import (
 from lib.ui.handlers import BUTTON_LABELS, HISTORY, LIVE_NOTICE, Handlers, live_playback_available
 from lib.ui.plots import WINDOWS
 from lib.ui.preload_tab import preload_tab
+from lib.ui.tempdir import private_gradio_dir
 from lib.ui.theme import CSS, JS, SHOW_RESULT, theme
 from lib.ui.views import engine_title
 from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
@@ -59,6 +62,7 @@ DEFAULT_PHRASES = HERE / "hot_phrases.json"
 def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> gr.Blocks:
     """The Blocks app for ``service``; every event calls one method of :class:`Handlers`."""
     h = Handlers(service, phrases_path)
+    private_gradio_dir(service.files)  # before any Blocks or component reads GRADIO_TEMP_DIR
     demo = gr.Blocks(title="语音克隆合成 Voice cloning TTS", analytics_enabled=False)
     with demo:
         gr.Markdown(
@@ -361,6 +365,9 @@ def create_app(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
         mounted: FastAPI = gr.mount_gradio_app(
             app, demo, path="/", theme=theme(), css=CSS, js=JS, footer_links=["api"]
         )  # fmt: skip
+        for route in mounted.routes:  # the UI gets every path the API has no route for
+            if isinstance(route, Mount) and isinstance(route.app, FastAPI):
+                install_routing_errors(route.app)
         return mounted
 
     async def mount_in_a_loop() -> FastAPI:

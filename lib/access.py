@@ -6,8 +6,9 @@ the client sent, if any, and its address); the service decides with :meth:`check
 The rule:
 
 - anyone may synthesise, preload a phrase list and save a voice under a *new* name;
-- replacing or deleting a saved voice, ``force`` (regenerating cached entries), and
-  the admin actions (clear, evict, sweep, verify) need the admin;
+- replacing or deleting a saved voice, ``force`` (regenerating cached entries),
+  enabling an uploaded list's templates (they change other users' answers), and the
+  admin actions (clear, evict, sweep, verify) need the admin;
 - statistics that contain user texts, and the transcripts of saved voices, are
   admin-only; everyone else sees counts, sizes and hit rates, and voice names.
 
@@ -39,6 +40,7 @@ class Action(enum.Enum):
     REPLACE_VOICE = "replace a saved voice"
     DELETE_VOICE = "delete a saved voice"
     FORCE = "regenerate cached phrases (force)"
+    TEMPLATES = "enable a phrase list's templates for every request"
     ADMIN = "clear, evict, sweep or verify the cache"
     READ_TEXTS = "read users' texts (in the statistics, the voices' transcripts)"
 
@@ -59,6 +61,9 @@ class Caller:
     token_configured: bool = False
     """Whether the server has an admin token (for the message of a refusal)."""
     token_env: str = "TTS_ADMIN_TOKEN"
+    bad_scheme: bool = False
+    """An ``Authorization`` header was sent without the ``Bearer`` scheme (a bare
+    token): never taken as the admin, and a refusal says how to send it."""
 
 
 #: In-process callers: preload_cache.py, the command line, tests.
@@ -85,15 +90,16 @@ class AccessPolicy:
         token = os.environ.get(self.token_env, "") if self._fixed is None else self._fixed
         return token or None
 
-    def caller(self, *, origin: str, client_host: str | None, token: str | None) -> Caller:
-        """The caller behind a request from ``client_host`` that sent ``token``."""
+    def caller(self, *, origin: str, client_host: str | None, token: str | None, bad_scheme: bool = False) -> Caller:
+        """The caller behind a request from ``client_host`` that sent ``token``
+        (``bad_scheme``: an Authorization header without ``Bearer`` came instead)."""
         token = token or None
         expected = self.token
         if expected is not None:
             admin = token is not None and hmac.compare_digest(token.encode(), expected.encode())
         else:
             admin = is_loopback(client_host or "")
-        return Caller(admin, origin, token is not None, expected is not None, self.token_env)
+        return Caller(admin, origin, token is not None, expected is not None, self.token_env, bad_scheme)
 
 
 def allows(caller: Caller, action: Action) -> bool:
@@ -107,6 +113,11 @@ def check(caller: Caller, action: Action) -> None:
     if allows(caller, action):
         return
     what = action.value
+    if caller.bad_scheme:
+        raise UnauthorizedError(
+            f"only the admin may {what}, and the Authorization header is not a bearer token: "
+            "send it as 'Authorization: Bearer <token>' (add 'Bearer ' before the token)"
+        )
     if not caller.token_configured:
         raise ForbiddenError(
             f"only the admin may {what}: from another machine that needs an admin token; "

@@ -225,6 +225,39 @@ def _check_header(rate: int, channels: int, frames: int | None, limits: PromptLi
         _too_long(frames / rate, limits)
 
 
+def _check_riff_rate(source: str | os.PathLike[str] | bytes, limits: PromptLimits) -> None:
+    """The sample rate a WAV header states, checked before libsndfile sees it: it
+    refuses to open some out-of-range rates (0 Hz, 2^31 Hz and up) that it reads as
+    invalid, which made them "not decodable" (415) while 2^31-1 Hz was a refused rate
+    (422). One class, one answer: every stated rate outside the limits is 422."""
+    if isinstance(source, (bytes, bytearray)):
+        head = bytes(source[:_RIFF_SCAN])
+    else:
+        try:
+            with open(source, "rb") as fh:
+                head = fh.read(_RIFF_SCAN)
+        except OSError:
+            return  # the decoder says what is wrong with the file
+    if len(head) < 12 or head[:4] not in (b"RIFF", b"RF64") or head[8:12] != b"WAVE":
+        return
+    at = 12
+    while at + 8 <= len(head):
+        chunk, size = head[at : at + 4], int.from_bytes(head[at + 4 : at + 8], "little")
+        if chunk == b"fmt ":
+            # A plausible fmt chunk only (16, 18 or 40 bytes); anything else is no WAV
+            # header worth reading, and libsndfile calls it undecodable (415).
+            if 16 <= size <= 64 and at + 24 <= len(head):
+                rate = int.from_bytes(head[at + 12 : at + 16], "little")
+                if not limits.min_rate <= rate <= limits.max_rate:
+                    _check_header(rate, 1, None, limits)
+            return
+        at += 8 + size + (size & 1)  # chunks are padded to an even length
+
+
+#: How much of a WAV file is scanned for its ``fmt`` chunk.
+_RIFF_SCAN = 4096
+
+
 def _max_frames(rate: int, limits: PromptLimits) -> int:
     return math.ceil(limits.max_seconds * rate)
 
@@ -246,6 +279,7 @@ def _read(source: str | os.PathLike[str] | bytes, limits: PromptLimits) -> tuple
     ``max_seconds`` of samples are decoded, block by block, each block mixed to mono
     at once (so memory is one mono copy, whatever the header claimed)."""
     fh: io.BytesIO | str = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else os.fspath(source)
+    _check_riff_rate(source, limits)
     try:
         with sf.SoundFile(fh) as f:
             rate, channels, frames = int(f.samplerate), int(f.channels), int(f.frames)

@@ -16,6 +16,7 @@ from lib.textnorm import cut_text
 __all__ = [
     "ConfigError",
     "ConflictError",
+    "ConfusableNameError",
     "EngineError",
     "EngineUnavailableError",
     "ForbiddenError",
@@ -59,6 +60,13 @@ class NotAudioError(ValidationError):
 class PromptAudioError(ValidationError):
     """Prompt audio decodes but cannot be used as a prompt: too short, too long,
     silent, or not speech (HTTP 422)."""
+
+    http_status = 422
+
+
+class ConfusableNameError(ValidationError):
+    """A name is well formed but can pass for other names: it mixes alphabets whose
+    letters look alike (HTTP 422)."""
 
     http_status = 422
 

@@ -48,6 +48,18 @@ class ResultFiles:
                 self._dir = Path(tempfile.mkdtemp(prefix="tts-results-", dir=self._parent))
             return self._dir
 
+    def subdir(self, name: str) -> Path:
+        """A private (0700) folder ``name`` inside the directory, removed with it at
+        :meth:`close`; :meth:`trim` leaves folders alone (the web UI's Gradio files)."""
+        path = self.directory / _SAFE_NAME.sub("_", name)
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(mode=0o700)
+        if not _is_private_dir(path):
+            os.chmod(path, 0o700)
+            if not _is_private_dir(path):  # a symlink or someone else's: never hand it out
+                raise OSError(f"{path} is not a private folder of this process")
+        return path
+
     def status(self) -> dict[str, object]:
         """Whether result files can be written now (for ``/healthz``); recreates the
         directory if it was removed."""

@@ -106,6 +106,19 @@ def test_the_rule_opens_only_synthesis_new_voices_and_preload() -> None:
         check(Caller(admin=False), Action.ADMIN)
 
 
+def test_a_bare_token_without_bearer_is_refused_with_how_to_send_it(http: httpx.Client, service: TTSService) -> None:
+    """The right token, sent as ``Authorization: <token>``, is not the admin: only
+    ``Bearer <token>`` is compared, and the refusal says to add ``Bearer``."""
+    for header in (TOKEN, f"Token {TOKEN}", f"Basic {TOKEN}"):
+        refused = http.post("/api/cache/clear", headers={"Authorization": header})
+        assert refused.status_code == 401, (header, refused.text)
+        assert "Bearer <token>" in refused.json()["error"] and "add 'Bearer '" in refused.json()["error"]
+        stats = http.get("/api/cache/stats", headers={"Authorization": header}).json()
+        assert "top_requested" not in stats  # users' texts: not for a bare token either
+    assert http.post("/api/cache/clear", headers=bearer()).status_code == 200
+    assert http.post("/api/cache/clear", headers={"Authorization": f"bearer {TOKEN}"}).status_code == 200
+
+
 # -- HTTP: a saved voice cannot be hijacked ------------------------------------------------------
 
 
@@ -190,6 +203,31 @@ def test_ui_preload_with_force_needs_the_admin(ui: Client, service: TTSService) 
     assert service.engine.calls == calls and service.store.contains(key)  # type: ignore[attr-defined]
     forced = ui.predict(None, True, TOKEN, api_name="/preload")
     assert "1 generated" in forced and service.engine.calls == calls + 1  # type: ignore[attr-defined]
+
+
+def test_ui_preload_enables_an_uploaded_lists_templates_for_the_admin_only(
+    ui: Client, http: httpx.Client, service: TTSService, tmp_path: Path
+) -> None:
+    """The fault probe's capture: anyone uploaded ``"{x} front desk."`` (a characters
+    slot) through ``/preload`` and every later miss in that voice was spelled letter by
+    letter. Now a non-admin's templates are preloaded as pieces and not enabled."""
+    upload = tmp_path / "capture.json"
+    upload.write_text(json.dumps({
+        "voices": {"low": "tone-low"},
+        "templates": [{"template": "Please collect your {x} at the front desk.", "voice": "low",
+                       "slots": {"x": {"pattern": "[a-z]{1,8}", "read": "characters"}}}],
+    }), encoding="utf-8")  # fmt: skip
+    configured = len(service.templates)  # those of templates.file
+    anyone = ui.predict(handle_file(str(upload)), False, "", api_name="/preload")
+    assert "preloaded as pieces only, not enabled" in anyone and len(service.templates) == configured
+    other_user = http.post("/api/tts", data={"text": "Please collect your order at the front desk.",
+                                             "voice": "tone-low"})  # fmt: skip
+    assert other_user.status_code == 200 and other_user.headers["X-Cache"] == "MISS"
+    admin = ui.predict(handle_file(str(upload)), False, TOKEN, api_name="/preload")
+    assert "1 template(s) active" in admin and len(service.templates) == configured + 1
+    composed = http.post("/api/tts", data={"text": "Please collect your parcel at the front desk.",
+                                           "voice": "tone-low"})  # fmt: skip
+    assert composed.headers["X-Cache"] == "COMPOSED"
 
 
 def test_ui_export_needs_the_admin(ui: Client) -> None:

@@ -411,3 +411,59 @@ def test_voice_save_is_503_on_a_full_disk_and_201_once_space_returns(tmp_path: P
             assert "during" not in {v["name"] for v in svc.list_voices()}
         finally:
             svc.close()
+
+
+@contextlib.contextmanager
+def immutable(folders: list[Path]) -> Iterator[None]:
+    """``chattr +i`` on ``folders``: nothing can be created in them, by root either (as
+    root, ``chmod 000`` stops nothing). Skipped where the filesystem has no such flag."""
+    done: list[Path] = []
+    try:
+        for folder in folders:
+            if os.system(f"chattr +i '{folder}' 2>/dev/null") != 0:
+                pytest.skip("chattr +i is not supported here (the filesystem has no immutable flag)")
+            done.append(folder)
+        yield
+    finally:
+        for folder in done:
+            os.system(f"chattr -i '{folder}'")
+
+
+def test_unwritable_value_folders_are_degraded_until_a_value_is_written_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The audio store's value folders refuse new files while its SQLite file works:
+    entries cannot be stored, /healthz says degraded naming the value folders, and the
+    store is not "available again" (after its reopen) until a value file was written."""
+    monkeypatch.setattr(lib.cache.handle, "REOPEN_AFTER", 0.0)
+    svc = TTSService(make_config(tmp_path / "cache"), ToneEngine())
+    audio = tmp_path / "cache" / "audio"
+    try:
+        with LiveServer(create_app(svc)) as live, httpx.Client(base_url=live.url, timeout=30) as c:
+            first = tts(c, "stored before the fault")
+            assert first.status_code == 200 and svc.wait_stored(first.headers["X-Cache-Key"])
+            assert c.get("/healthz").json()["status"] == "ok"
+            folders = [audio, *(p for p in audio.rglob("*") if p.is_dir())]
+            with immutable(folders), caplog.at_level(logging.INFO):
+                served = tts(c, "made while the value folders are unwritable")
+                assert served.status_code == 200  # served all the same
+                key = served.headers["X-Cache-Key"]
+                svc.wait_stored(key, timeout=5)  # the write was tried (and failed)
+                assert svc.store.get(key) is None  # not on disk
+                for _ in range(3):  # the failed store is reopened (REOPEN_AFTER 0): still not healthy
+                    health = c.get("/healthz").json()
+                    assert health["status"] == "degraded", health
+                    audio_reasons = [r for r in health["reasons"] if r.startswith("audio store")]
+                    assert audio_reasons and "value" in audio_reasons[0], health["reasons"]
+                    time.sleep(0.05)
+                again = [r.getMessage() for r in caplog.records if "again" in r.getMessage()]
+                assert again == [], again
+            health = c.get("/healthz").json()
+            assert health["status"] == "ok", health
+            assert any(f"{audio} is available again (a value file was written)" in r.getMessage()
+                       for r in caplog.records)  # fmt: skip
+            after = tts(c, "stored after the fault")
+            assert svc.wait_stored(after.headers["X-Cache-Key"])
+            assert svc.store.get(after.headers["X-Cache-Key"]) is not None
+    finally:
+        svc.close()

@@ -298,3 +298,38 @@ def test_the_pinned_lies_over_http(live: httpx.Client) -> None:
                           (flac(total=(1 << 36) - 1), 422), (riff(16_000, channels=0), 415)):  # fmt: skip
         r = live.post("/api/tts", data={"text": "hello"}, files={"prompt_audio": ("p.wav", audio, "audio/wav")})
         assert r.status_code == status, r.text
+
+
+def test_one_status_per_bad_audio_class_on_every_entry_point(live: httpx.Client) -> None:
+    """The same bad file gets the same answer from every endpoint that takes audio; a
+    stated rate outside 8-192 kHz is 422 whether or not libsndfile can open it (0 Hz
+    and 2^31 Hz and up it cannot: they were 415, "not decodable", while 2^31-1 was 422)."""
+    silent = io.BytesIO()
+    sf.write(silent, np.zeros(32_000, np.float32), 16_000, format="WAV", subtype="PCM_16")
+    classes = {
+        "0Hz": (riff(0), 422, "0 Hz"),
+        "2^31Hz": (riff(2**31), 422, "2147483648 Hz"),
+        "2^32-1Hz": (riff(2**32 - 1), 422, "4294967295 Hz"),
+        "2^31-1Hz": (riff(2**31 - 1), 422, "2147483647 Hz"),
+        "1Hz": (riff(1), 422, "1 Hz"),
+        "not-audio": (b"RIFF....WAVEfmt nonsense" * 20, 415, "not decodable"),
+        "0ch": (riff(16_000, channels=0), 415, "not decodable"),
+        "silent": (silent.getvalue(), 422, "silent"),
+        "empty": (b"", 400, "empty"),
+        "too-large": (riff(16_000, payload=bytes(UPLOAD_LIMIT + 1)), 413, "prompt.max_upload_bytes"),
+    }
+    admin = {"Authorization": "Bearer t"}
+    for name, (audio, status, says) in classes.items():
+        answers = {
+            "POST /api/tts": live.post("/api/tts", data={"text": "hello"}, files={"prompt_audio": ("p.wav", audio)}),
+            "POST /api/voices": live.post(
+                "/api/voices", data={"name": "bad", "replace": "true"}, files={"prompt_audio": ("p.wav", audio)},
+                headers=admin,
+            ),
+            "POST /api/convert": live.post(
+                "/api/convert", data={"voice": "tone-low"}, files={"source_audio": ("p.wav", audio)}
+            ),
+        }  # fmt: skip
+        for entry, answer in answers.items():
+            assert answer.status_code == status, (name, entry, answer.text)
+            assert says in answer.json()["error"], (name, entry, answer.text)

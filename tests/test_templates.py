@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -153,7 +154,6 @@ def test_after_the_preload_ticket_calls_need_no_engine(service: TTSService, engi
     assert 'tts_cache_requests_total{result="composed"} 100.0' in service.metrics.exposition().decode()
 
 
-
 def test_the_dashboard_counts_the_pieces_the_preload_made(service: TTSService, engine: ToneEngine) -> None:
     report = preload(service, [], templates=service.templates.templates())
     assert report.generated == engine.calls > 0
@@ -162,6 +162,7 @@ def test_the_dashboard_counts_the_pieces_the_preload_made(service: TTSService, e
     assert since["misses"] == 0  # not counted as user traffic
     again = preload(service, [], templates=service.templates.templates())
     assert again.generated == 0 and service.snapshot()["since_start"]["preload_misses"] == report.generated
+
 
 def test_a_composed_answer_is_its_pieces_joined_levelled_and_not_stored(service: TTSService) -> None:
     preloaded(service)
@@ -245,18 +246,107 @@ def test_a_preloaded_phrase_matching_a_template_is_stored_whole(
     assert call(service, "A023").cache == "HIT"
 
 
-def test_the_ui_preload_registers_the_lists_templates(tmp_path: Path, engine: ToneEngine) -> None:
+def test_the_ui_preload_registers_the_lists_templates_for_the_admin_only(tmp_path: Path, engine: ToneEngine) -> None:
+    """An uploaded list's templates change every user's answers: the admin's upload
+    enables them; anyone else's is preloaded as pieces and left off (with a note)."""
+    from lib.access import AccessPolicy
+    from lib.ui.handlers import Handlers
+
     svc = make_service(tmp_path, engine, None)
+    svc.access = AccessPolicy(token="admin-secret")
+    upload = str(write(tmp_path, document(TICKET)))
     try:
         assert call(svc, "A023").cache == "MISS"
-        from lib.ui.handlers import Handlers
-
-        Handlers(svc, write(tmp_path, document(TICKET))).run_preload(
-            None, False, "", None, progress=lambda *a, **k: None  # type: ignore[arg-type]
-        )
-        assert len(svc.templates) == 1 and call(svc, "A024").cache == "COMPOSED"
+        handlers = Handlers(svc, tmp_path / "none.json")
+        quiet = {"progress": lambda *a, **k: None}
+        anyone = handlers.run_preload(upload, False, "", None, **quiet)  # type: ignore[arg-type]
+        assert "preloaded as pieces only, not enabled" in anyone and "template(s) active" not in anyone
+        assert len(svc.templates) == 0 and call(svc, "A024").cache == "MISS"  # not composed for anyone
+        admin = handlers.run_preload(upload, False, "admin-secret", None, **quiet)  # type: ignore[arg-type]
+        assert "1 template(s) active" in admin
+        assert len(svc.templates) == 1 and call(svc, "A025").cache == "COMPOSED"
     finally:
         svc.close()
+
+
+def test_the_book_takes_templates_from_the_admin_only_and_at_most_max_templates(tmp_path: Path) -> None:
+    from lib.access import Caller
+    from lib.compose.templates import MAX_TEMPLATES
+    from lib.errors import UnauthorizedError
+
+    svc = make_service(tmp_path, ToneEngine(), None)
+    try:
+        many = [dict(TICKET, template=f"请{{ticket}}号顾客到{{window}}号窗口{i}。") for i in range(MAX_TEMPLATES + 1)]
+        with pytest.raises(PhraseFileError, match=f"over the limit of {MAX_TEMPLATES}"):
+            load_templates(write(tmp_path, document(*many)))
+        templates = load_templates(write(tmp_path, document(*many[:MAX_TEMPLATES])))
+        with pytest.raises(UnauthorizedError, match="enable a phrase list's templates"):
+            svc.templates.add(templates[:1], Caller(admin=False, token_configured=True))
+        svc.templates.add(templates)
+        extra = load_templates(write(tmp_path, document(many[MAX_TEMPLATES])))
+        with pytest.raises(PhraseFileError, match=f"would hold {MAX_TEMPLATES + 1} templates"):
+            svc.templates.add(extra)
+        assert len(svc.templates) == MAX_TEMPLATES
+    finally:
+        svc.close()
+
+
+@pytest.mark.parametrize(
+    ("template", "slot", "says"),
+    [
+        ("{x}.", {"pattern": "[A-Za-z ]+", "read": "characters"}, "has no fixed words"),
+        ("Please {x}.", {"pattern": "[A-Za-z ]+", "read": "characters"}, "matches values of any length"),
+        ("Please {x}.", {"pattern": "(a+)+b", "read": "characters"}, "matches values of any length"),
+        ("Please {x}.", {"pattern": "[A-Z]{40}", "read": "characters"}, "up to 40 characters long"),
+        ("Please {x}.", {"pattern": "(a)\\1", "read": "characters"}, "back-references"),
+        ("Please {x}.", {"pattern": "(?=a)a", "read": "characters"}, "look-arounds"),
+    ],
+    ids=["no-fixed-words", "open-class", "nested-plus", "too-long", "backreference", "lookahead"],
+)
+def test_broad_or_unsafe_slot_patterns_are_refused_at_load(
+    tmp_path: Path, template: str, slot: dict[str, Any], says: str
+) -> None:
+    """The capture of the fault probe ("{x}." with [A-Za-z ]+ spelled every English
+    sentence in its voice letter by letter) and patterns RE2 cannot match in linear time."""
+    doc = document({"template": template, "voice": "low", "slots": {"x": slot}})
+    with pytest.raises(PhraseFileError, match=re.escape(says)):
+        load_templates(write(tmp_path, doc))
+
+
+def test_nested_repeats_are_matched_in_linear_time() -> None:
+    """``(a+)+b`` against 40 ``a``s: Python's re backtracks for hours; RE2 answers at once
+    (no time is asserted: a backtracking matcher would hang here until pytest-timeout)."""
+    from lib.compose.patterns import compile_pattern
+
+    assert compile_pattern("(a+)+b").fullmatch("a" * 40) is None
+    assert compile_pattern("(a+)+b").fullmatch("a" * 40 + "b") is not None
+
+
+def test_a_miss_against_a_backtracking_template_cannot_stall_the_process(tmp_path: Path) -> None:
+    """A pattern within the length bound that backtracks in Python's re (``(?:a|a|a|a){1,30}``:
+    4^n ways to split n letters; ``(?:a|a){1,30}`` already takes 2 minutes on 30): a
+    request of 32 ``a``s that does not match is answered as a plain miss. Run in a child
+    process whose time limit only detects a hang (years with a backtracking matcher)."""
+    doc = document({"template": "call {x} now", "voice": "low",
+                    "slots": {"x": {"pattern": "(?:a|a|a|a){1,30}", "read": "characters"}}})  # fmt: skip
+    phrases = write(tmp_path, doc)
+    code = f"""
+import sys
+sys.path.insert(0, {str(REPO)!r})
+from lib.config import load_config
+from lib.engines.tone import ToneEngine
+from lib.request import TTSRequest
+from lib.service import TTSService
+config = load_config(env={{"TTS_TEMPLATES_FILE": {str(phrases)!r}}},
+                     overrides={{"engine": "tone", "cache.dir": {str(tmp_path / "cache")!r}, "voices.prewarm": False}})
+svc = TTSService(config, ToneEngine())
+assert len(svc.templates) == 1
+print(svc.synthesise(TTSRequest(text="call " + "a" * 32 + "b now", voice="tone-low")).cache)
+print(svc.synthesise(TTSRequest(text="call aaa now", voice="tone-low")).cache)
+svc.close()
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90, check=True)
+    assert done.stdout.split() == ["MISS", "COMPOSED"], done.stderr
 
 
 def test_builtin_ticket_call_is_real_speech_from_pieces(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -47,3 +49,32 @@ def test_no_edge_or_double_space(text: str) -> None:
     assert out == out.strip()
     assert "  " not in out
     assert not any(ch in out for ch in "\u200b\u200c\u200d\u2060\ufeff")
+
+
+BIDI = [*"\u202a\u202b\u202c\u202d\u202e", *"\u2066\u2067\u2068\u2069", "\u200e", "\u200f", "\u061c"]
+
+
+def test_bidi_controls_are_dropped() -> None:
+    for control in BIDI:
+        assert normalise_text(f"{control}Hello {control}world{control}") == "Hello world", repr(control)
+    # Only those: Arabic letters and the other format characters a script needs stay.
+    assert normalise_text("مرحبا\u200dبك") == "مرحبابك"  # ZWJ was dropped before too
+    assert normalise_text("\u0627\u0644") == "\u0627\u0644"
+
+
+def test_text_behind_a_right_to_left_override_is_spoken_by_the_builtin_engine(tmp_path: Path) -> None:
+    """The speakability check sees the text without its display controls: "\u202eHello
+    world" is "Hello world", the same key and the same audio."""
+    from lib.config import load_config
+    from lib.request import TTSRequest
+    from lib.service import TTSService
+
+    service = TTSService(load_config(env={}, overrides={"cache.dir": str(tmp_path), "voices.prewarm": False}))
+    try:
+        voice = service.engine.presets()[0]
+        hidden = service.synthesise(TTSRequest(text="\u202eHello world\u202c", voice=voice))
+        plain = service.synthesise(TTSRequest(text="Hello world", voice=voice))
+    finally:
+        service.close()
+    assert hidden.cache == "MISS" and plain.cache == "HIT" and hidden.key == plain.key
+    assert hidden.audio.pcm.size > 0

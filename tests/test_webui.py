@@ -264,6 +264,60 @@ def test_ui_and_api_share_one_port(client: Client) -> None:
     assert httpx.get(base + "/metrics", timeout=10).status_code == 200
 
 
+def test_every_api_error_is_json_even_where_the_ui_gets_the_path(client: Client) -> None:
+    """With the UI mounted at ``/`` it gets every path the API has no route for: its
+    routing 404s and 405s answer in the API's shape too, not FastAPI's ``{"detail"}``."""
+    base = client.src.rstrip("/")
+    for method, path, status in [
+        ("GET", "/api/nope", 404), ("POST", "/api/voices/x/y", 404), ("GET", "/healthz/x", 404), ("GET", "/nope", 404),
+        ("GET", "/gradio_api/nope", 404), ("PATCH", "/api/tts", 405), ("GET", "/api/tts", 405),
+    ]:  # fmt: skip
+        answer = httpx.request(method, base + path, timeout=10)
+        assert answer.status_code == status, (method, path, answer.text)
+        assert set(answer.json()) == {"error"} and path in answer.json()["error"], (method, path, answer.text)
+    openai = httpx.get(base + "/v1/nope", timeout=10)
+    assert openai.status_code == 404 and "no such endpoint" in openai.json()["error"]["message"]
+    bad_json = httpx.post(
+        base + "/api/cache/clear", content=b"{nope", headers={"content-type": "application/json"}, timeout=10
+    )
+    assert bad_json.status_code == 400 and bad_json.json() == {
+        "error": "body: is not valid JSON; send a JSON object as documented (see /docs)"
+    }
+    assert httpx.get(base + "/", timeout=10).status_code == 200  # the UI itself is still served
+
+
+def test_gradios_files_are_private_named_as_promised_and_removed_at_close(
+    client: Client, service: TTSService, tmp_path: Path, testdata_dir: Path
+) -> None:
+    """Every copy Gradio makes (a result, the export, an uploaded list and prompt) is
+    in a 0700 folder of the service, never in the shared ``$TMPDIR/gradio``; folders
+    0700, files 0600, the download keeps its readable name; all removed at close."""
+    marker = f"私密{os.getpid()}x{tmp_path.name[-6:]}"
+    shared = Path(os.environ.get("TMPDIR", "/tmp")) / "gradio"
+    audio, _, details = _synth(client, text=f"请{marker}到3号窗口")
+    key = details.split("`")[1]
+    assert Path(audio).name == f"tone-low_请{marker}到3号窗口_seed0_{key[:6]}.wav"  # the download name
+    client.predict(handle_file(str(client_phrases(tmp_path))), False, "", api_name="/preload")
+    client.predict("", api_name="/export_phrases")
+    client.predict("desk", handle_file(str(testdata_dir / "male_prompt.wav")), "", False, "", api_name="/save_voice")
+    folder, results = Path(os.environ.get("GRADIO_TEMP_DIR", shared)), service.files.directory
+    assert folder.parent == results and folder.name == "gradio"
+    entries = list(folder.rglob("*"))
+    names = {p.name for p in entries}
+    assert f"tone-low_请{marker}到3号窗口_seed0_{key[:6]}.wav" in names
+    assert {"hot_phrases.json", "male_prompt.wav", "hot.json"} <= names
+    for path in [results, folder, *entries]:
+        mode = path.stat().st_mode & 0o777
+        assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
+    assert shared == folder or not any(marker in p.name for p in shared.rglob("*"))  # nothing in the shared one
+    service.close()
+    assert not folder.exists() and not results.exists()
+
+
+def client_phrases(tmp_path: Path) -> Path:
+    return tmp_path / "hot.json"
+
+
 def test_build_request_maps_modes_to_voice_fields() -> None:
     args = dict(prompt_text="transcript", text="hi", style="calm", seed=3, speed=1.0, fmt="wav", use_cache=True)
     preset = webui.build_request("preset", "/tmp/p.wav", "tone-low", **args)  # type: ignore[arg-type]

@@ -57,11 +57,12 @@ async def request_caller(
     """A FastAPI dependency: who sent this request (its bearer token, if any, and its
     address), as the service's access policy sees it."""
     token = credentials.credentials if credentials is not None else None
-    if token is None and request.headers.get("authorization"):
-        token = request.headers["authorization"]  # not a bearer token: counts as a wrong one
+    # A bare token (or another scheme) is never compared with the admin token: only
+    # "Bearer <token>" is, and a refusal tells the client to add "Bearer ".
+    bad_scheme = token is None and bool(request.headers.get("authorization", "").strip())
     host = request.client.host if request.client else None
     policy: AccessPolicy = request.app.state.service.access
-    return policy.caller(origin="http", client_host=host, token=token)
+    return policy.caller(origin="http", client_host=host, token=token, bad_scheme=bad_scheme)
 
 
 CallerDep = Annotated[Caller, Depends(request_caller)]

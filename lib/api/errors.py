@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -19,7 +20,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from lib.errors import NotFoundError, TTSError, log_safe
 from lib.textnorm import cut_text
 
-__all__ = ["ERROR_RESPONSES", "error_response", "install_error_handlers", "validation_message"]
+__all__ = [
+    "ERROR_RESPONSES",
+    "error_response",
+    "install_error_handlers",
+    "install_routing_errors",
+    "validation_message",
+]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -80,11 +87,14 @@ def validation_message(errors: list[Any]) -> tuple[str, str | None]:
     first: str | None = None
     for err in errors[:5]:
         loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path", "header")]
-        field = loc[0] if loc else "body"
+        # A body that is not JSON at all is located at a character offset, not a field.
+        field = loc[0] if loc and err.get("type") != "json_invalid" else "body"
         first = first or field
         msg = str(err.get("msg", "is invalid"))
         if err.get("type") == "missing":
             msg = "is required"
+        elif err.get("type") == "json_invalid":
+            msg = "is not valid JSON; send a JSON object as documented (see /docs)"
         parts.append(f"{field}: {msg}")
     return "; ".join(parts) or "the request is invalid", first
 
@@ -107,12 +117,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        message = str(exc.detail)
-        if exc.status_code == 404 and message == "Not Found":
-            message = f"no such endpoint: {request.url.path}; see /docs for the API"
-        elif exc.status_code == 405:
-            message = f"method {request.method} is not allowed on {request.url.path}; see /docs"
-        elif exc.status_code == 400 and message == "There was an error parsing the body":
+        message = _routing_message(request, exc) or str(exc.detail)
+        if exc.status_code == 400 and message == "There was an error parsing the body":
             message = "the request body could not be parsed; send multipart/form-data or JSON as documented"
         return error_response(request, exc.status_code, message, headers=getattr(exc, "headers", None))
 
@@ -120,3 +126,27 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _bug(request: Request, exc: Exception) -> JSONResponse:
         _LOGGER.error("unexpected error on %s %s: %s", request.method, request.url.path, log_safe(exc))
         return error_response(request, 500, "internal error; the server log has the details")
+
+
+def _routing_message(request: Request, exc: StarletteHTTPException) -> str | None:
+    """The message of a routing error (no route for the path, or not for the method);
+    None for an error a route raised on purpose."""
+    if exc.status_code == 404 and exc.detail == "Not Found":
+        return f"no such endpoint: {request.url.path}; see /docs for the API"
+    if exc.status_code == 405:
+        return f"method {request.method} is not allowed on {request.url.path}; see /docs"
+    return None
+
+
+def install_routing_errors(app: FastAPI) -> None:
+    """On an app mounted beside the API (the web UI at ``/``, which gets every path the
+    API has no route for): routing 404s and 405s in the API's shape, so ``GET /api/nope``
+    answers ``{"error": ...}`` whichever app ends up refusing it. The mounted app's own
+    errors (Gradio's, read by its front end) keep their shape."""
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _routing(request: Request, exc: StarletteHTTPException) -> Any:
+        message = _routing_message(request, exc)
+        if message is None:
+            return await http_exception_handler(request, exc)
+        return error_response(request, exc.status_code, message, headers=getattr(exc, "headers", None))

@@ -25,6 +25,7 @@ Errors are logged rate-limited per cause and counted through ``on_error``.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -59,6 +60,7 @@ _LIMITED = LogLimiter(_LOGGER, every=60.0)
 STORE_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, OSError, diskcache.Timeout)
 REOPEN_AFTER = 5.0
 """Seconds between attempts to reopen a failed store."""
+_HEX = frozenset("0123456789abcdef")
 CHECK_EVERY = 1.0
 """Seconds between checks, on reads, that the store's directory is still the one
 opened (every write checks)."""
@@ -145,8 +147,10 @@ class DiskHandle:
         self._next_check = time.monotonic() + CHECK_EVERY
         self._cache = cache
         if self.last_error:
-            _LOGGER.warning("%s store at %s is available again", self.name, self.directory)
-        self.last_error = None
+            # Opening proves only that SQLite works: "available again" waits for a
+            # value file to be written (a store whose value folders are unwritable
+            # opens fine and then silently stores nothing).
+            self._recheck(cache, "available")
         return cache
 
     def _looks_full(self, exc: BaseException) -> bool:
@@ -167,8 +171,7 @@ class DiskHandle:
             self.failed(op, exc, cache)
         else:
             if write and cache is not None and self.last_error is not None:
-                _LOGGER.warning("%s store at %s is writable again", self.name, self.directory)
-                self.last_error = None
+                self._recheck(cache, "writable")  # not every write makes a value file: probe one
 
     def failed(self, op: str, exc: BaseException, cache: diskcache.Cache | None = None) -> None:
         """Handle a store error raised by ``op`` on ``cache`` (the module docstring
@@ -270,10 +273,50 @@ class DiskHandle:
         return self.open() is not None
 
     def status(self) -> dict[str, Any]:
-        """Whether the store is open and its last write worked (checks the directory
-        now, and reopens if a reopen is due): for ``/healthz``."""
+        """Whether the store is open and can write now -- its database *and* its value
+        folders (checks the directory, reopens if a reopen is due, and writes a probe
+        value file): for ``/healthz``."""
         cache = self.open(write=True)
+        if cache is not None:
+            problem = self.probe(cache)
+            if problem is not None:
+                if problem != self.last_error:
+                    self._report("probe", OSError(problem))
+                self.last_error = problem
+            elif self.last_error is not None:
+                self._recheck(cache, "available")
         return {"available": cache is not None, "error": self.last_error, "dir": str(self.directory)}
+
+    def probe(self, cache: diskcache.Cache) -> str | None:
+        """Why value files cannot be written now, or None. Every value folder
+        diskcache has made (``ab/`` of ``ab/cd/<name>.val``) must be a folder we may
+        write in, and a probe file is written and removed where diskcache would put the
+        next value (a random folder, made 0700 as values are)."""
+        try:
+            with os.scandir(self.directory) as entries:
+                for entry in entries:
+                    if len(entry.name) == 2 and all(c in _HEX for c in entry.name):
+                        folder = entry.is_dir(follow_symlinks=False)
+                        if not folder or not os.access(entry.path, os.W_OK | os.X_OK):
+                            what = "not a folder" if not folder else "not writable"
+                            return f"value folder {entry.path} is {what}: values cannot be stored"
+            _, full_path = cache.disk.filename()
+            probe = full_path[: -len(".val")] + ".probe"
+            cache.disk._write(probe, iter([b"probe"]), "wb")
+            os.unlink(probe)
+        except OSError as exc:
+            return f"cannot write value files in {self.directory} ({type(exc).__name__}: {exc.strerror or exc})"
+        return None
+
+    def _recheck(self, cache: diskcache.Cache, state: str) -> None:
+        """After a failure: clear the error, and say the store is ``state`` again, only
+        once a probe value file was written."""
+        problem = self.probe(cache)
+        if problem is not None:
+            self.last_error = problem
+            return
+        _LOGGER.warning("%s store at %s is %s again (a value file was written)", self.name, self.directory, state)
+        self.last_error = None
 
     def close(self) -> None:
         with self._lock:

@@ -7,10 +7,19 @@ web UI's Preload tab (they replace templates with the same text and voice settin
 ``preload_cache.py`` in another process makes the pieces in the shared cache but cannot
 tell a running server about new templates: put them in the configured file.
 
-A request matches a template when its normalised text matches the template's pattern
-(fixed parts normalised like request text; a final ``。`` or ``.`` may be left out) and
-it asks for exactly the template's voice, style, seed, speed and mode: the pieces were
-made with those, and a request for another voice must not get them.
+Only the configured file and the admin change the templates every request is matched
+against: the web UI's Preload tab enables an uploaded list's templates for the admin
+(the admin token), and preloads a non-admin's templates as pieces without enabling them
+(:meth:`TemplateBook.add` takes the caller). A service holds at most
+:data:`lib.compose.templates.MAX_TEMPLATES` templates.
+
+A request matches a template when it asks for exactly the template's voice, style,
+seed, speed and mode (the pieces were made with those, and a request for another voice
+must not get them; checked first, so a template is only ever tried on requests in its
+own voice) and its normalised text matches the template's pattern (fixed parts
+normalised like request text; a final ``。`` or ``.`` may be left out). Patterns run on
+RE2 (:mod:`lib.compose.patterns`): a match takes time linear in the text whatever the
+pattern, so matching on every miss cannot stall a worker, the event loop or the process.
 """
 
 from __future__ import annotations
@@ -23,12 +32,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lib.access import LOCAL, Action, Caller, check
 from lib.cache.keys import KeyFields
 from lib.compose.assemble import Finish
+from lib.compose.patterns import CompiledPattern, PatternError, PatternMatch, compile_pattern
 from lib.compose.segments import split
-from lib.compose.templates import Template, fixed_piece, load_templates
+from lib.compose.templates import MAX_TEMPLATES, Template, fixed_piece, load_templates
 from lib.config import AppConfig
 from lib.errors import ConfigError, TTSError
+from lib.phrases import PhraseFileError
 from lib.request import Resolved, TTSRequest
 from lib.textnorm import cut_text
 from lib.validate import check_text
@@ -54,7 +66,7 @@ class Match:
 @dataclass
 class _Compiled:
     template: Template
-    regex: re.Pattern[str]
+    regex: CompiledPattern
     fixed: tuple[str, ...]
     """The template's fixed parts, normalised like request text."""
     base: KeyFields | None = None
@@ -72,7 +84,7 @@ class TemplateBook:
     ) -> None:  # fmt: skip
         self._resolve = resolve
         self._normalise = normalise
-        self._flags = re.IGNORECASE if ignore_case else 0
+        self._ignore_case = ignore_case
         """With ``text.casefold`` requests arrive in lower case: "a023" is still A023."""
         self.finish = finish
         self._lock = threading.Lock()
@@ -111,11 +123,21 @@ class TemplateBook:
         self.add(templates)
         return len(templates)
 
-    def add(self, templates: Iterable[Template]) -> None:
-        for template in templates:
-            compiled = self._compile(template)
-            with self._lock:
-                self._compiled[template.id] = compiled
+    def add(self, templates: Iterable[Template], caller: Caller = LOCAL) -> None:
+        """Enable ``templates`` for every request (replacing those with the same text and
+        voice settings). Needs the admin: a template changes other users' answers.
+        Raises :class:`PhraseFileError` past :data:`MAX_TEMPLATES`."""
+        check(caller, Action.TEMPLATES)
+        compiled = [self._compile(t) for t in templates]
+        with self._lock:
+            after = len(set(self._compiled) | {c.template.id for c in compiled})
+            if after > MAX_TEMPLATES:
+                raise PhraseFileError(
+                    f"the service would hold {after} templates, over the limit of {MAX_TEMPLATES}; every miss is "
+                    "matched against each of them: put the ones callers use in templates.file and restart"
+                )
+            for c in compiled:
+                self._compiled[c.template.id] = c
 
     # -- matching ------------------------------------------------------------------------
 
@@ -124,14 +146,17 @@ class TemplateBook:
         if not self._compiled:
             return None
         text = r.fields.text
+        settings = dataclasses.replace(r.fields, text="", finish="")
         with self._lock:
             candidates = list(self._compiled.values())
         for c in candidates:
-            m = c.regex.fullmatch(text)
-            if m is None or c.broken:
+            if c.broken:
                 continue
-            base = self._base(c)
-            if base is None or dataclasses.replace(r.fields, text="", finish="") != base:
+            base = self._base(c)  # the voice and settings first: a template never sees other voices' texts
+            if base is None or settings != base:
+                continue
+            m = c.regex.fullmatch(text)  # RE2: linear in the text
+            if m is None:
                 continue
             return Match(c.template, tuple(self._pieces(c, m)))
         return None
@@ -165,7 +190,7 @@ class TemplateBook:
             c.base = dataclasses.replace(resolved.fields, text="", finish="")
         return c.base
 
-    def _pieces(self, c: _Compiled, m: re.Match[str]) -> list[tuple[str, float]]:
+    def _pieces(self, c: _Compiled, m: PatternMatch) -> list[tuple[str, float]]:
         items: list[list[object]] = []  # [text, pause after]
         finish = self.finish
 
@@ -213,7 +238,11 @@ class TemplateBook:
         if any(len(split(p, self.finish.max_chars)) > 1 for p in pieces):
             _LOGGER.info("template %s has a fixed part of several sentences; it is still one piece", template.entry)
         _LOGGER.debug("template %s: %s", template.entry, cut_text(pattern, 80))
-        return _Compiled(template, re.compile(pattern, self._flags), tuple(fixed))
+        try:
+            regex = compile_pattern(pattern, ignore_case=self._ignore_case)
+        except PatternError as exc:  # each slot compiled alone at load; together they may be too big
+            raise PhraseFileError(f"{template.entry}: the template's pattern {exc}") from None
+        return _Compiled(template, regex, tuple(fixed))
 
 
 def _pause_of(punctuation: str, finish: Finish) -> float:

@@ -17,6 +17,13 @@ windows is 3 fixed parts + 36 characters + 10 numbers, not 260,000 sentences::
 A slot has a ``pattern`` (a regular expression a value must match whole), ``values``
 (the values to preload; each must match the pattern when both are given), or both, and
 ``read``: ``characters``, ``number`` or ``text`` (default; see :mod:`lib.compose.readings`).
+
+Patterns are matched by RE2 (:mod:`lib.compose.patterns`: linear time, no
+back-references or look-arounds) and must be *narrow*: a value is at most
+:data:`MAX_SLOT_CHARS` characters (``[A-Z][0-9]{3}``, ``[0-9]{1,4}``; not ``[A-Za-z ]+``),
+and a template needs fixed words to anchor it. Otherwise a template such as ``"{x}."``
+with ``[A-Za-z ]+`` would capture every sentence in its voice and spell it letter by
+letter. A list holds at most :data:`MAX_TEMPLATES` templates.
 Optional per template: ``style``, ``seed``, ``speed`` (as for phrases), ``language``
 (``zh`` or ``en``: how digits are read; default ``zh`` when the template has Han text)
 and ``refine`` (after a composed answer, synthesise the whole sentence in the background
@@ -37,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lib.compose.patterns import CompiledPattern, PatternError, compile_pattern
 from lib.compose.readings import LANGUAGES, READS, is_number, read
 from lib.errors import ValidationError
 from lib.phrases import PhraseFileError, PhraseRules, parse_voices, read_phrase_file
@@ -44,7 +52,7 @@ from lib.request import TTSRequest
 from lib.textnorm import cut_text
 from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED, check_seed, check_speed
 
-__all__ = ["MAX_PIECES", "Slot", "Template", "load_templates", "parse_templates"]
+__all__ = ["MAX_PIECES", "MAX_SLOT_CHARS", "MAX_TEMPLATES", "Slot", "Template", "load_templates", "parse_templates"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -53,6 +61,10 @@ _SLOT_KEYS = {"pattern", "values", "read"}
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: Most pieces one template may need preloaded (its fixed parts and slot readings).
 MAX_PIECES = 2000
+#: Most templates in one phrase list (and in a running service, lib.compose.templatebook).
+MAX_TEMPLATES = 100
+#: Longest value a slot pattern may match.
+MAX_SLOT_CHARS = 32
 _MAX_ALPHABET = 200
 
 
@@ -160,6 +172,11 @@ def parse_templates(
     raw = data["templates"]
     if not isinstance(raw, list):
         raise PhraseFileError(f'{source}: field "templates": must be a list of template objects')
+    if len(raw) > MAX_TEMPLATES:
+        raise PhraseFileError(
+            f'{source}: field "templates": {len(raw)} templates, over the limit of {MAX_TEMPLATES}; '
+            "every miss is matched against each of them: keep the ones callers use"
+        )
     voices = parse_voices(data, base_dir=base_dir, source=source, rules=rules)
     return [_template(f"templates[{i}]", spec, voices, source) for i, spec in enumerate(raw)]
 
@@ -181,6 +198,11 @@ def _template(where: str, spec: Any, voices: Mapping[str, Any], source: str) -> 
         if name not in slots_raw:
             known = ", ".join(sorted(slots_raw))
             raise PhraseFileError(f'{at}: field "template": unknown slot {{{name}}}; define it in "slots" ({known})')
+    if not any(ch.isalnum() for part in parts[0::2] for ch in part):
+        raise PhraseFileError(
+            f'{at}: field "template": has no fixed words, only slots and punctuation; it would match any '
+            "sentence in its voice: write the words around the slots"
+        )
     slots = {name: _slot(name, slot_spec, f"{at}: slots[{name!r}]") for name, slot_spec in slots_raw.items()}
     for name in slots:
         if name not in used:
@@ -260,15 +282,16 @@ def _slot(name: str, spec: Any, at: str) -> Slot:
         raise PhraseFileError(f'{at}: field "read": {how!r}; use one of {", ".join(READS)}')
     pattern = spec.get("pattern")
     values = spec.get("values", [])
+    compiled: CompiledPattern | None = None
     if pattern is None and not values:
         raise PhraseFileError(f'{at}: give "pattern" (what values match) or "values" (the values to preload)')
     if pattern is not None:
         if not isinstance(pattern, str) or not pattern:
             raise PhraseFileError(f'{at}: field "pattern": must be a regular expression')
         try:
-            compiled = re.compile(pattern)
-        except re.error as exc:
-            raise PhraseFileError(f'{at}: field "pattern": {pattern!r} is not a regular expression ({exc})') from None
+            compiled = compile_pattern(pattern)
+        except PatternError as exc:
+            raise PhraseFileError(f'{at}: field "pattern": {cut_text(pattern, 80)!r} {exc}') from None
         if compiled.fullmatch(""):
             raise PhraseFileError(f'{at}: field "pattern": {pattern!r} matches empty text; a value must say something')
         if how == "characters":
@@ -281,14 +304,33 @@ def _slot(name: str, spec: Any, at: str) -> Slot:
                 f'{at}: a slot read as {how} needs "values" (the preload makes one piece per value); '
                 'list them, or read it as "characters"'
             )
+        longest = _longest_match(pattern)
+        if longest is None or longest > MAX_SLOT_CHARS:
+            size = "of any length" if longest is None else f"up to {longest} characters long"
+            raise PhraseFileError(
+                f'{at}: field "pattern": {cut_text(pattern, 80)!r} matches values {size}; a slot value is at most '
+                f"{MAX_SLOT_CHARS} characters (an open pattern captures whole sentences): bound every repeat, "
+                "e.g. [0-9]{1,4} instead of [0-9]+"
+            )
     if not isinstance(values, list) or not all(isinstance(v, str) and v.strip() for v in values):
         raise PhraseFileError(f'{at}: field "values": must be a list of non-empty texts')
     for value in values:
-        if pattern is not None and not re.fullmatch(pattern, value):
+        if compiled is not None and not compiled.fullmatch(value):
             raise PhraseFileError(f'{at}: field "values": {value!r} does not match its pattern {pattern!r}')
         if how == "number" and not is_number(value):
             raise PhraseFileError(f'{at}: field "values": {value!r} is not a number; use "read": "text"')
     return Slot(name, pattern, tuple(dict.fromkeys(values)), how)
+
+
+def _longest_match(pattern: str) -> int | None:
+    """The most characters ``pattern`` can match (from the stdlib's parse tree: parsing
+    is linear, only matching backtracks), or None when unbounded or not parseable."""
+    parser: Any = importlib.import_module("re._parser")
+    try:
+        longest = int(parser.parse(pattern).getwidth()[1])
+    except (re.error, ValueError, OverflowError, RecursionError):
+        return None
+    return None if longest >= 1 << 31 else longest  # unbounded: the parser's MAXWIDTH
 
 
 def _unknown(obj: Mapping[str, Any], known: set[str], at: str) -> None:

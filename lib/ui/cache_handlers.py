@@ -11,10 +11,11 @@ from typing import Any
 
 import gradio as gr
 
+from lib.access import Action, allows
 from lib.compose.templates import load_templates
 from lib.errors import TTSError
 from lib.export import export_phrases
-from lib.phrases import PhraseRules, expand, load_phrases
+from lib.phrases import PhraseFileError, PhraseRules, expand, load_phrases
 from lib.preload import PreloadReport, preload
 from lib.textnorm import cut_fields
 from lib.ui.base import HandlerBase
@@ -130,7 +131,14 @@ class CacheHandlers(HandlerBase):
             templates = load_templates(path, rules)
         except TTSError as exc:
             self.fail("preload", request, explain(exc, paths=paths))
+        caller = self.caller(request, token)
+        enable = bool(templates) and allows(caller, Action.TEMPLATES)
         total = len(requests) + sum(len(self.service.templates.pieces(t)) for t in templates)
+        if total > rules.max_requests:
+            self.fail("preload", request, explain(PhraseFileError(
+                f"{path.name}: the list needs {total} requests with its templates' pieces, over the limit of "
+                f"{rules.max_requests} (preload.max_requests); split it into several lists"
+            )))  # fmt: skip
         progress((0, total), desc="预加载 Preloading", unit="phrases")
 
         def step(report: PreloadReport) -> None:
@@ -138,17 +146,28 @@ class CacheHandlers(HandlerBase):
 
         try:
             report = preload(
-                self.service, requests, workers=1, force=force, on_done=step, caller=self.caller(request, token),
-                templates=templates,
+                self.service, requests, workers=1, force=force, on_done=step, caller=caller, templates=templates
             )  # fmt: skip
+            if enable:  # from now on this service composes answers from the list's templates too
+                self.service.templates.add(templates, caller)
         except TTSError as exc:
             self.fail("preload", request, explain(exc, paths=paths))
         head = (
             f"{'✔' if not report.failed else '⚠'} 预加载完成：共 {report.total} 条，生成 {report.generated} 条，"
             f"已缓存 {report.cached} 条，失败 {report.failed} 条。  \n`{report.summary()}`"
         )
-        # From now on this service composes answers from the list's templates too.
-        self.service.templates.add(templates)
         failures = [f"- {entry}: {scrub_paths(msg, paths)}" for entry, msg in report.failures[:20]]
-        active = [f"{len(templates)} 个模板已启用 {len(templates)} template(s) active"] if templates else []
-        return "\n".join([head, *failures, *active])
+        n = len(templates)
+        if enable:
+            notes = [f"{n} 个模板已启用 {n} template(s) active"]
+        elif templates:
+            # Not refused: the pieces are preloaded (as phrases are), but a template
+            # changes the answers of every user, so only the admin may switch it on.
+            notes = [
+                f"{n} 个模板的片段已预加载，但模板未启用：模板会改变所有用户的结果，只有管理员（填写管理员令牌）或 "
+                f"templates.file 可以启用。 {n} template(s) preloaded as pieces only, not enabled: templates change "
+                "the answers of every user, so only the admin (with the admin token) or templates.file enables them."
+            ]
+        else:
+            notes = []
+        return "\n".join([head, *failures, *notes])

@@ -118,6 +118,11 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
         (r"voice name '(.*)' is not allowed", "「{1}」不可用：请用 1–64 个字母、数字、空格或 . - _，以字母或数字开头"),
         (r"voice name '(.*)' is taken", "「{1}」已被使用：请换一个名称，或由管理员勾选「替换」"),
         (r"voice name '(.*)' is a preset voice", "「{1}」是预置音色的名称，请换一个名称"),
+        (
+            r"voice name '(.*)' looks like the \w+ voice '(.*)'",
+            "「{1}」看起来和音色「{2}」一样（易混淆的字符），请换一个名称",
+        ),
+        (r"voice name '(.*)' mixes", "「{1}」混用了外形相近的不同文字，容易冒充其他名称，请只用一种文字书写"),
         (r"presets cannot be deleted", "预置音色不能删除"),
         (r"upload or record the voice to save", "请上传或录制要保存的声音"),
         (r"the admin token is wrong", "管理员令牌不正确"),

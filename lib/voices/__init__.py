@@ -15,11 +15,12 @@ from lib.access import LOCAL, Action, Caller, check
 from lib.audio import PromptAudio, PromptDecoder
 from lib.config import AppConfig
 from lib.engines.base import Engine, VoiceProfile
-from lib.errors import ConflictError, NotFoundError, PromptAudioError, TTSError, ValidationError
+from lib.errors import ConflictError, ConfusableNameError, NotFoundError, PromptAudioError, TTSError, ValidationError
 from lib.request import PromptSource, Resolved
 from lib.textnorm import cut_text
 from lib.validate import check_prompt, check_text
 from lib.voices.library import SavedVoice, VoiceLibrary, taken_message
+from lib.voices.names import confusable_with, mixed_scripts
 from lib.voices.profiles import VoiceProfiles
 
 __all__ = ["SavedVoice", "VoiceLibrary", "VoiceProfiles", "Voices"]
@@ -99,10 +100,12 @@ class Voices:
         """Save a prompt under ``name``; its profile is extracted now, so a prompt that
         cannot be a voice is refused at once and the first request in it is fast. A
         name that exists is refused (409) unless ``replace``, which needs the admin."""
-        name = self.library.check_name(name)
-        if self.is_preset(name):
+        typed = name.strip()
+        name = self.library.check_name(name)  # NFKC: the form that is compared and saved
+        if self.is_preset(name) and name == typed:
             raise ValidationError(f"voice name {cut_text(name)!r} is a preset voice; choose another name")
         check(caller, Action.REPLACE_VOICE if replace else Action.SAVE_VOICE)
+        self._refuse_look_alikes(typed, name)
         if not replace and self.library.exists(name):
             raise ConflictError(taken_message(name))
         if prompt_audio is None:
@@ -115,6 +118,25 @@ class Voices:
             self.decoder.discard(prompt)
             raise
         return self.library.save(name, prompt, clean_text, replace=replace).describe()
+
+    def _refuse_look_alikes(self, typed: str, name: str) -> None:
+        """Refuse a name that can pass for a preset or saved voice (lib.voices.names):
+        mixed alphabets (422), or the skeleton of another voice's name (409, naming it)."""
+        scripts = mixed_scripts(name)
+        if scripts:
+            raise ConfusableNameError(
+                f"voice name {cut_text(typed)!r} mixes {' and '.join(scripts)} letters, which can pass for other "
+                "names; write it in one alphabet (Chinese, Japanese or Korean characters may join it)"
+            )
+        others = [*sorted(self._presets), *self.library.names()]
+        # Typed as another form of an existing name (fullwidth, a ligature): the same name.
+        alike = name if name != typed and name in others else confusable_with(name, others)
+        if alike is not None:
+            kind = "preset" if alike in self._presets else "saved"
+            raise ConflictError(
+                f"voice name {cut_text(typed)!r} looks like the {kind} voice {alike!r} (confusable characters); "
+                "choose a name that reads differently"
+            )
 
     def delete(self, name: str, *, caller: Caller = LOCAL) -> None:
         check(caller, Action.DELETE_VOICE)

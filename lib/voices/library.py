@@ -19,6 +19,7 @@ from lib.cache.handle import STORE_ERRORS, DiskHandle
 from lib.engines.base import PROMPT_SAMPLE_RATE
 from lib.errors import ConflictError, StoreFullError, StoreUnavailableError, ValidationError
 from lib.textnorm import cut_text
+from lib.voices.names import normalise_name
 from lib.voices.tiers import SharedVoices
 
 __all__ = ["NAME_RE", "SavedVoice", "VoiceLibrary"]
@@ -80,7 +81,9 @@ class VoiceLibrary:
 
     @staticmethod
     def check_name(name: str) -> str:
-        clean = name.strip()
+        """The name as saved: NFKC (fullwidth forms and ligatures become the letters
+        they stand for), trimmed; refused unless it matches :data:`NAME_RE`."""
+        clean = normalise_name(name)
         if not NAME_RE.match(clean):
             raise ValidationError(
                 f"voice name {cut_text(name)!r} is not allowed: use 1-64 letters, digits, spaces, '.', '-' or '_', "
