@@ -28,8 +28,8 @@ from lib.phrases import PhraseFileError, expand, parse_phrases
 from lib.preload import preload
 from lib.request import TTSRequest
 from lib.service import TTSService
-from lib.ui.forms import FORM_FIELDS, MODE_FORMS, examples, form_errors, form_note, mode_choices
 from lib.ui.convert import CONVERT_FIELDS, build_convert_request, convert_errors
+from lib.ui.forms import FORM_FIELDS, MODE_FORMS, examples, form_errors, form_note, mode_choices
 from lib.ui.handlers import Handlers
 from lib.ui.messages import FIELD_LABELS, explain, explain_note, scrub_paths
 from lib.ui.plots import latency_plot

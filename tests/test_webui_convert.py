@@ -152,7 +152,7 @@ def test_bad_input_is_refused_at_the_field_and_nothing_is_cached(
                 assert "prompt audio is" not in shown and "/gradio/" not in shown, shown
             # The same problems reach the handler itself (an event without the validator).
             handlers = Handlers(svc, webui.DEFAULT_PHRASES)
-            with pytest.raises(Exception, match="源录音长 31.0 秒"):
+            with pytest.raises(Exception, match=r"源录音长 31\.0 秒"):
                 handlers.convert(str(tmp_path / "long.wav"), None, "tone-low", 0, 1.0, "wav", True, None, None)  # type: ignore[arg-type]
         assert engine.calls == 0
         svc.flush()
