@@ -19,7 +19,9 @@ import yaml
 
 from lib.configload import assign, build, env_values, parse_size
 from lib.errors import ConfigError
+from lib.provenance import ProvenanceConfig
 from lib.serverconfig import ServerConfig
+from lib.voicemap import OpenAIConfig
 
 __all__ = [
     "ENGINE_NAMES",
@@ -28,8 +30,10 @@ __all__ = [
     "BuiltinConfig",
     "CacheConfig",
     "CosyVoiceConfig",
+    "OpenAIConfig",
     "PreloadConfig",
     "PromptConfig",
+    "ProvenanceConfig",
     "SegmentsConfig",
     "ServerConfig",
     "TemplatesConfig",
@@ -121,8 +125,8 @@ class TextConfig:
 
     max_chars: int = 1000
     """Longest text accepted, after normalisation."""
-    max_style_chars: int = 200
-    """Longest style instruction accepted."""
+    max_style_chars: int = 4096
+    """Longest style instruction accepted (OpenAI's ``instructions`` go up to 4,096)."""
     fold_punctuation: bool = False
     """Fold Chinese full-width punctuation (，。！？：；“”) to ASCII before keying."""
     casefold: bool = False
@@ -282,6 +286,8 @@ class AppConfig:
     server: ServerConfig = field(default_factory=ServerConfig)
     segments: SegmentsConfig = field(default_factory=SegmentsConfig)
     templates: TemplatesConfig = field(default_factory=TemplatesConfig)
+    provenance: ProvenanceConfig = field(default_factory=ProvenanceConfig)
+    openai: OpenAIConfig = field(default_factory=OpenAIConfig)
 
     def __post_init__(self) -> None:
         _check(self)

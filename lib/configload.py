@@ -5,6 +5,7 @@ key. Generic: it knows dataclasses, not the app's sections (those are in lib/con
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import re
 import types
@@ -122,4 +123,10 @@ def _coerce(hint: Any, value: Any, key: str, size_fields: frozenset[str]) -> Any
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
             raise ConfigError(f"{key}: expected text, got {value!r}")
         return str(value)
+    if get_origin(hint) in (dict, collections.abc.Mapping) and get_args(hint) == (str, str):
+        # A table of names to names (e.g. openai.voices): each key and value is text.
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping of names, got {value!r}")
+        return {_coerce(str, k, f"{key}.{k}", size_fields): _coerce(str, v, f"{key}.{k}", size_fields)
+                for k, v in value.items()}  # fmt: skip
     raise ConfigError(f"{key}: unsupported type")  # pragma: no cover - programming error

@@ -92,6 +92,9 @@ class Producer:
             "engine_seconds": round(engine_seconds, 4),
             "info": info,
         }
+        provider = self.config.provenance.active_provider
+        if provider is not None:  # the label its files carry (lib.provenance)
+            meta["provider"] = provider
         if self.config.cache.store_text and r.source is None:
             meta["text"] = f.text
         return CachedAudio.from_pcm(r.key, pcm, self.engine.sample_rate, meta), timings

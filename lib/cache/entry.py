@@ -20,7 +20,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from lib.audio import decode_flac, encode, wav_bytes
+from lib.audio import decode_flac, encode, wav_bytes, wav_data_offset
+from lib.encoders import encode as encode_labelled
+from lib.provenance import Label, label_of
+from lib.tagging import riff_info
 
 __all__ = ["CachedAudio", "CorruptEntryError", "matches_tag", "pack", "read_header", "unpack"]
 
@@ -34,18 +37,31 @@ class CorruptEntryError(ValueError):
 
 @dataclass(frozen=True)
 class CachedAudio:
-    """A synthesised result, ready to send: ``wav`` is a complete WAV file."""
+    """A synthesised result, ready to send: ``wav`` is a complete WAV file, with the
+    entry's provenance label (a ``LIST``/``INFO`` chunk) when it has one, built once
+    here so that a hit sends it at no cost."""
 
     key: str
     sample_rate: int
     wav: bytes = field(repr=False)
     meta: Mapping[str, Any] = field(default_factory=dict)
     """created, duration, text (unless store_text is off), engine, model_version,
-    voice, info, crc32."""
+    voice, info, crc32, provider (labels on)."""
+    offset: int = field(default=-1, repr=False, compare=False)
+    """Where the samples begin in ``wav`` (found from the file when not given)."""
+
+    def __post_init__(self) -> None:
+        if self.offset < 0:
+            object.__setattr__(self, "offset", wav_data_offset(self.wav))
 
     @property
     def duration(self) -> float:
-        return (len(self.wav) - 44) / 2 / self.sample_rate
+        return (len(self.wav) - self.offset) / 2 / self.sample_rate
+
+    @property
+    def label(self) -> Label | None:
+        """The provenance label this entry's files carry (None: labels were off)."""
+        return label_of(self.key, self.meta)
 
     @property
     def nbytes(self) -> int:
@@ -74,14 +90,39 @@ class CachedAudio:
     @property
     def pcm(self) -> NDArray[Any]:
         """The int16 samples (a view of ``wav``, no copy)."""
-        return np.frombuffer(self.wav, dtype="<i2", offset=44)
+        return np.frombuffer(self.wav, dtype="<i2", offset=self.offset)
 
     @classmethod
     def from_pcm(cls, key: str, pcm: NDArray[Any], sample_rate: int, meta: Mapping[str, Any]) -> CachedAudio:
+        """An entry; labelled when ``meta`` names the provider it is made under."""
         full = dict(meta)
         full.setdefault("created", time.time())
         full["duration"] = round(pcm.size / sample_rate, 4)
-        return cls(key, sample_rate, wav_bytes(pcm, sample_rate), full)
+        return _built(key, pcm, sample_rate, full)
+
+    def encoded(self, fmt: str) -> bytes:
+        """This entry's audio as ``fmt`` (:data:`lib.encoders.ENCODINGS`), labelled; the
+        WAV is the ready one, a transcode is made anew (the tiers keep those)."""
+        if fmt == "wav":
+            return self.wav
+        if fmt == "pcm":
+            return self.wav[self.offset :]
+        return encode_labelled(self.pcm, self.sample_rate, fmt, self.label)
+
+    def relabelled(self, provider: str | None) -> CachedAudio:
+        """This entry under ``provider`` (None: unlabelled); itself when it already is."""
+        if self.meta.get("provider") == provider:
+            return self
+        meta = {k: v for k, v in self.meta.items() if k != "provider"}
+        if provider is not None:
+            meta["provider"] = provider
+        return _built(self.key, self.pcm, self.sample_rate, meta)
+
+
+def _built(key: str, pcm: NDArray[Any], sample_rate: int, meta: dict[str, Any]) -> CachedAudio:
+    info = riff_info(label_of(key, meta))
+    wav = wav_bytes(pcm, sample_rate, info)
+    return CachedAudio(key, sample_rate, wav, meta, offset=len(wav) - pcm.size * 2)
 
 
 def pack(entry: CachedAudio) -> bytes:
@@ -135,4 +176,4 @@ def unpack(blob: bytes, key: str) -> CachedAudio:
         raise CorruptEntryError("audio does not match its header")
     head.pop("key", None)
     head.pop("sample_rate", None)
-    return CachedAudio(key, rate, wav_bytes(pcm, rate), head)
+    return _built(key, pcm, rate, head)

@@ -14,7 +14,6 @@ import logging
 import threading
 from typing import Protocol
 
-from lib.audio import encode
 from lib.cache.entry import CachedAudio, CorruptEntryError, pack, unpack
 from lib.cache.keys import KEY_RE
 from lib.cache.leases import Lease
@@ -52,12 +51,18 @@ class ObjectStore(SharedStore, Protocol):
 
 
 class Tiers:
-    """Memory (ready-to-send WAV), disk (:class:`AudioStore`) and optionally shared."""
+    """Memory (ready-to-send WAV), disk (:class:`AudioStore`) and optionally shared.
+
+    ``provider``: the provenance every entry served carries (``provenance.provider``,
+    None with labels off). An entry read from disk or a shared tier that was made under
+    another setting (before labels, or by another name) is relabelled on its way into
+    memory: one copy of its samples, once."""
 
     def __init__(
         self, config: CacheConfig, store: AudioStore, shared: SharedStore | None, writer: Writer,
-        objects: ObjectStore | None = None,
+        objects: ObjectStore | None = None, provider: str | None = None,
     ) -> None:  # fmt: skip
+        self.provider = provider
         self.store = store
         self.shared = shared
         self.objects = objects
@@ -84,7 +89,9 @@ class Tiers:
         entry = self.memory_entry(key)
         if entry is None:
             return None
-        return entry.wav if fmt == "wav" else self.transcodes.get((key, fmt))
+        if fmt == "wav" or fmt == "pcm":
+            return entry.encoded(fmt)  # the ready WAV, or a slice of it
+        return self.transcodes.get((key, fmt))
 
     def lookup(self, key: str) -> tuple[CachedAudio, str] | None:
         """The stored entry and the tier that had it, or None."""
@@ -93,6 +100,7 @@ class Tiers:
             return entry, "memory"
         entry = self.store.get(key)
         if entry is not None:
+            entry = entry.relabelled(self.provider)
             self.memory.put(key, entry)
             return entry, "disk"
         if self.shared is not None:
@@ -122,16 +130,18 @@ class Tiers:
         if remaining is not None and remaining <= 0:
             return None
         self.store.put_blob(key, blob, tag=str(entry.meta.get("tag", "")), ttl=remaining)
+        entry = entry.relabelled(self.provider)
         self.memory.put(key, entry)
         return entry
 
     def audio_bytes(self, entry: CachedAudio, fmt: str) -> bytes:
-        """``entry`` in ``fmt``; transcodes are kept in memory (MP3 costs ~15-40 ms)."""
-        if fmt == "wav":
-            return entry.wav
+        """``entry`` in ``fmt``, labelled; transcodes are kept in memory (MP3, Opus and
+        AAC cost tens of ms: bench/bench_openai.py)."""
+        if fmt == "wav" or fmt == "pcm":
+            return entry.encoded(fmt)
         cached = self.transcodes.get((entry.key, fmt))
         if cached is None:
-            cached = encode(entry.pcm, entry.sample_rate, fmt)
+            cached = entry.encoded(fmt)
             self.transcodes.put((entry.key, fmt), cached)
         return cached
 

@@ -288,6 +288,9 @@ class Composer:
             "mode": r.fields.mode,
             "role": role,
         }
+        provider = self.config.provenance.active_provider
+        if provider is not None:  # the label its files carry (lib.provenance)
+            meta["provider"] = provider
         if segment_keys:
             meta["segments"] = segment_keys
         if self.config.cache.store_text:
