@@ -34,7 +34,9 @@ __all__ = [
 ]
 
 MAX_SEED = 2**32 - 1
-MIN_SPEED, MAX_SPEED = 0.5, 2.0
+#: OpenAI's range (0.25-4.0): the engines time-stretch (builtin: espeak's rate within 80-450 words
+#: a minute, the rest by WORLD resynthesis; bench figures in docs/openai.md).
+MIN_SPEED, MAX_SPEED = 0.25, 4.0
 _END_OF_PROMPT = "<|endofprompt|>"
 
 

@@ -298,15 +298,15 @@ def test_a_new_request_clears_the_result_and_errors_show_in_place(page: Page, vi
 
     synthesise(page)
     page.locator("#seed input").fill("1.5")  # shown as typed: must not be used as 2
-    page.locator("#speed input").fill("3")  # the API refuses 3: so does the form
+    page.locator("#speed input").fill("5")  # the API refuses 5: so does the form
     page.locator("#generate").click()
     message = page.locator("#result-message .ui-error")
     expect(message).to_contain_text("随机种子 Seed：须为 0 到 4294967295 的整数")
-    expect(message).to_contain_text("语速 Speed：3 超出范围，请填 0.5 到 2.0")
+    expect(message).to_contain_text("语速 Speed：5 超出范围，请填 0.25 到 4.0")
     expect(badge(page)).to_have_count(0)  # the last result is gone, not left under the error
     expect(page.locator("#result-audio audio")).to_have_count(0)
     expect(page.locator("#seed")).to_contain_text("must be a whole number from 0 to 4294967295, got 1.5")
-    expect(page.locator("#speed")).to_contain_text("3 is out of range; use 0.5 to 2.0")
+    expect(page.locator("#speed")).to_contain_text("5 is out of range; use 0.25 to 4.0")
     assert in_view(page, message), f"error out of view at {viewport}"
     assert no_toasts(page)
     assert page.locator("#seed input").input_value() == "1.5"
@@ -360,11 +360,11 @@ def test_seed_and_speed_are_checked_where_typed(page: Page) -> None:
     seed, speed = page.locator("#seed"), page.locator("#speed")
     seed.locator("input").fill("1.5")
     expect(seed).to_contain_text("随机种子 Seed：须为 0 到 4294967295 的整数")  # before any click
-    speed.locator("input").fill("3")
-    expect(speed).to_contain_text("语速 Speed：3 超出范围")
+    speed.locator("input").fill("5")
+    expect(speed).to_contain_text("语速 Speed：5 超出范围")
     seed.locator("input").fill("2")
     expect(seed).not_to_contain_text("须为")
-    expect(speed).to_contain_text("语速 Speed：3 超出范围")
+    expect(speed).to_contain_text("语速 Speed：5 超出范围")
     assert no_toasts(page)
 
 
