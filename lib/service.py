@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -316,9 +316,9 @@ class TTSService:
 
     def save_voice(
         self, name: str, prompt_audio: PromptSource | None, prompt_text: str = "", *,
-        replace: bool = False, caller: Caller = LOCAL,
+        replace: bool = False, caller: Caller = LOCAL, consent: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:  # fmt: skip
-        return self.voices.save(name, prompt_audio, prompt_text, replace=replace, caller=caller)
+        return self.voices.save(name, prompt_audio, prompt_text, replace=replace, caller=caller, consent=consent)
 
     def delete_voice(self, name: str, caller: Caller = LOCAL) -> None:
         self.voices.delete(name, caller=caller)

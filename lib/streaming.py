@@ -8,7 +8,8 @@ stored: the chunks join to the cached result bit for bit (:class:`lib.compose.as
 
 Formats: ``wav`` (a WAV header whose sizes say "unknown", 0xFFFFFFFF, then PCM as it
 comes: players and libsndfile read it), ``pcm`` (raw 16-bit little-endian mono; the rate
-is in the ``X-Sample-Rate`` header) and ``mp3`` (libsndfile's LAME encoder fed chunk by
+is in the ``X-Sample-Rate`` header; ``pcm24k`` resampled to OpenAI's 24 kHz, chunk by
+chunk, to the very samples of the whole) and ``mp3`` (libsndfile's LAME encoder fed chunk by
 chunk, without the Xing header it can only write once the file is complete; the first
 4 KiB are held back to drop its placeholder). FLAC and OGG are not streamed.
 """
@@ -28,7 +29,11 @@ import numpy as np
 import soundfile as sf
 from numpy.typing import NDArray
 
+from lib.encoders import OPENAI_PCM_RATE
+from lib.provenance import Label
+from lib.resample import Resampler
 from lib.results import SynthesisResult
+from lib.tagging import id3_tag, riff_info
 
 __all__ = ["STREAM_FORMATS", "Chunks", "StreamAnswer", "StreamJobs", "encode_stream", "open_wav_header"]
 
@@ -160,23 +165,40 @@ class StreamJobs:
             thread.join(timeout)
 
 
-def open_wav_header(sample_rate: int) -> bytes:
-    """A 16-bit mono WAV header whose RIFF and data sizes are "unknown" (0xFFFFFFFF)."""
-    return struct.pack(
-        "<4sI4s4sIHHIIHH4sI",
-        b"RIFF", _OPEN, b"WAVE", b"fmt ", 16, 1, 1,
-        sample_rate, sample_rate * 2, 2, 16, b"data", _OPEN,
+def open_wav_header(sample_rate: int, info: bytes = b"") -> bytes:
+    """A 16-bit mono WAV header whose RIFF and data sizes are "unknown" (0xFFFFFFFF);
+    ``info`` (a whole chunk: the provenance label) goes before ``data``."""
+    head = struct.pack(
+        "<4sI4s4sIHHIIHH",
+        b"RIFF", _OPEN, b"WAVE", b"fmt ", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16,
     )  # fmt: skip
+    return head + info + struct.pack("<4sI", b"data", _OPEN)
 
 
-def encode_stream(chunks: Iterable[NDArray[Any]], sample_rate: int, fmt: str) -> Iterator[bytes]:
-    """The bytes of a streamed answer in ``fmt`` (one of :data:`STREAM_FORMATS`), each
-    chunk as soon as it comes."""
+def encode_stream(
+    chunks: Iterable[NDArray[Any]], sample_rate: int, fmt: str, label: Label | None = None
+) -> Iterator[bytes]:
+    """The bytes of a streamed answer in ``fmt`` (one of :data:`STREAM_FORMATS`, or
+    ``pcm24k``: OpenAI's 24 kHz ``pcm``), each chunk as soon as it comes; the WAV header
+    and the MP3 stream begin with ``label``."""
     if fmt == "mp3":
+        tag = id3_tag(label)
+        if tag:
+            yield tag
         yield from _mp3(chunks, sample_rate)
         return
+    if fmt == "pcm24k":
+        resampler = Resampler(sample_rate, OPENAI_PCM_RATE)
+        for pcm in chunks:
+            out = resampler.push(pcm)
+            if out.size:
+                yield out.astype("<i2", copy=False).tobytes()
+        rest = resampler.flush()
+        if rest.size:
+            yield rest.astype("<i2", copy=False).tobytes()
+        return
     if fmt == "wav":
-        yield open_wav_header(sample_rate)
+        yield open_wav_header(sample_rate, riff_info(label))
     elif fmt != "pcm":
         raise ValueError(f"format {fmt!r} cannot be streamed; use one of {', '.join(STREAM_FORMATS)}")
     for pcm in chunks:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from lib.access import LOCAL, Action, Caller, check
@@ -95,11 +96,12 @@ class Voices:
 
     def save(
         self, name: str, prompt_audio: PromptSource | None, prompt_text: str = "", *,
-        replace: bool = False, caller: Caller = LOCAL,
+        replace: bool = False, caller: Caller = LOCAL, consent: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:  # fmt: skip
         """Save a prompt under ``name``; its profile is extracted now, so a prompt that
         cannot be a voice is refused at once and the first request in it is fast. A
-        name that exists is refused (409) unless ``replace``, which needs the admin."""
+        name that exists is refused (409) unless ``replace``, which needs the admin.
+        ``consent``: the consent record it is made under (kept beside it)."""
         typed = name.strip()
         name = self.library.check_name(name)  # NFKC: the form that is compared and saved
         if self.is_preset(name) and name == typed:
@@ -117,7 +119,7 @@ class Voices:
         except PromptAudioError:
             self.decoder.discard(prompt)
             raise
-        return self.library.save(name, prompt, clean_text, replace=replace).describe()
+        return self.library.save(name, prompt, clean_text, replace=replace, consent=consent).describe()
 
     def _refuse_look_alikes(self, typed: str, name: str) -> None:
         """Refuse a name that can pass for a preset or saved voice (lib.voices.names):

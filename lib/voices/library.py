@@ -10,6 +10,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from lib.cache.handle import STORE_ERRORS, DiskHandle
 from lib.engines.base import PROMPT_SAMPLE_RATE
 from lib.errors import ConflictError, StoreFullError, StoreUnavailableError, ValidationError
 from lib.textnorm import cut_text
+from lib.voices.consents import ConsentBook
 from lib.voices.names import normalise_name
 from lib.voices.tiers import SharedVoices
 
@@ -33,16 +35,21 @@ NAME_RE = re.compile(r"^[\w][\w .\-]{0,63}$")
 class SavedVoice:
     """A named prompt voice from the library."""
 
-    __slots__ = ("created", "name", "prompt", "prompt_text")
+    __slots__ = ("consent", "created", "name", "prompt", "prompt_text")
 
-    def __init__(self, name: str, prompt: PromptAudio, prompt_text: str, created: float) -> None:
+    def __init__(
+        self, name: str, prompt: PromptAudio, prompt_text: str, created: float,
+        consent: Mapping[str, Any] | None = None,
+    ) -> None:  # fmt: skip
         self.name = name
         self.prompt = prompt
         self.prompt_text = prompt_text
         self.created = created
+        self.consent = dict(consent) if consent else None
+        """The consent record it was made under (lib.voices.consents), a copy kept beside it."""
 
     def describe(self) -> dict[str, Any]:
-        return {
+        described: dict[str, Any] = {
             "name": self.name,
             "kind": "saved",
             "prompt_text": self.prompt_text,
@@ -50,6 +57,9 @@ class SavedVoice:
             "fingerprint": self.prompt.fingerprint,
             "created": self.created,
         }
+        if self.consent is not None:
+            described["consent"] = self.consent.get("id")
+        return described
 
 
 class VoiceLibrary:
@@ -66,6 +76,8 @@ class VoiceLibrary:
         self._memory: dict[str, tuple[SavedVoice, float]] = {}
         self._lock = threading.Lock()
         self.shared: SharedVoices | None = None
+        self.consents = ConsentBook(store)
+        """Consent records for voices made through the OpenAI API (same store, same privacy)."""
 
     def _remember(self, voice: SavedVoice) -> None:
         with self._lock:
@@ -95,8 +107,12 @@ class VoiceLibrary:
         """Whether a voice is saved under ``name`` (in any tier)."""
         return self.get(name) is not None
 
-    def save(self, name: str, prompt: PromptAudio, prompt_text: str, *, replace: bool = False) -> SavedVoice:
-        """Save ``name``; unless ``replace``, refuse (409) a name that exists."""
+    def save(
+        self, name: str, prompt: PromptAudio, prompt_text: str, *, replace: bool = False,
+        consent: Mapping[str, Any] | None = None,
+    ) -> SavedVoice:  # fmt: skip
+        """Save ``name``; unless ``replace``, refuse (409) a name that exists. ``consent``:
+        the consent record the voice is made under, stored beside it."""
         name = self.check_name(name)
         if not replace and self.exists(name):
             raise ConflictError(taken_message(name))
@@ -105,14 +121,16 @@ class VoiceLibrary:
                 f"the voice library is full ({self.max_saved} voices, voices.max_saved); "
                 "ask the admin to delete voices that are no longer used"
             )
-        voice = SavedVoice(name, prompt, prompt_text, time.time())
+        voice = SavedVoice(name, prompt, prompt_text, time.time(), consent)
         flac = encode(prompt.pcm, PROMPT_SAMPLE_RATE, "flac")
-        record = {
+        record: dict[str, Any] = {
             "flac": flac,
             "prompt_text": prompt_text,
             "created": voice.created,
             "fingerprint": prompt.fingerprint,
         }
+        if voice.consent is not None:
+            record["consent"] = voice.consent
         cache = self._store.open(write=True) if self._store is not None else None
         if cache is None and self.shared is None:
             raise StoreUnavailableError(_UNAVAILABLE)
@@ -288,7 +306,11 @@ def _from_record(name: str, record: dict[str, Any]) -> SavedVoice | None:
         if prompt.fingerprint != record.get("fingerprint", prompt.fingerprint):
             raise ValueError("fingerprint mismatch")
         prompt.pcm.setflags(write=False)
-        return SavedVoice(name, prompt, str(record.get("prompt_text", "")), float(record.get("created", 0.0)))
+        consent = record.get("consent")
+        return SavedVoice(
+            name, prompt, str(record.get("prompt_text", "")), float(record.get("created", 0.0)),
+            consent if isinstance(consent, dict) else None,
+        )  # fmt: skip
     except Exception as exc:
         _LOGGER.warning("saved voice %r is damaged (%s); ignored", cut_text(name), exc)
         return None
