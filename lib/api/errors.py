@@ -64,16 +64,17 @@ _OPENAI_TYPES = {
 
 
 def error_response(
-    request: Request, status: int, message: str, *, param: str | None = None, headers: dict[str, str] | None = None
-) -> JSONResponse:
-    """The one place error bodies are built."""
+    request: Request, status: int, message: str, *, param: str | None = None, headers: dict[str, str] | None = None,
+    code: str | None = None,
+) -> JSONResponse:  # fmt: skip
+    """The one place error bodies are built (``code``: OpenAI's, e.g. ``model_not_found``)."""
     if request.url.path.startswith("/v1/"):
         body: dict[str, Any] = {
             "error": {
                 "message": message,
                 "type": _OPENAI_TYPES.get(status, "server_error"),
                 "param": param,
-                "code": None,
+                "code": code,
             }
         }
     else:
@@ -103,7 +104,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(TTSError)
     async def _tts_error(request: Request, exc: TTSError) -> JSONResponse:
         status = exc.http_status
-        if request.url.path.startswith("/v1/") and isinstance(exc, NotFoundError):
+        if request.url.path == "/v1/audio/speech" and isinstance(exc, NotFoundError):
             status = 400  # OpenAI answers an unknown voice with 400 invalid_request_error
         if status >= 500 and status != 503:
             _LOGGER.error("%s %s failed: %s", request.method, request.url.path, cut_text(str(exc), 200))
