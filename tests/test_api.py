@@ -413,7 +413,7 @@ def test_openai_extras_and_errors(client: httpx.Client) -> None:
     for body, param in (
         ({"model": "tts-1", "voice": "tone-low"}, "input"),
         ({"model": "tts-1", "input": "hi", "voice": "tone-low", "speed": 9}, "speed"),
-        ({"model": "tts-1", "input": "hi", "voice": "tone-low", "response_format": "aac"}, "response_format"),
+        ({"model": "tts-1", "input": "hi", "voice": "tone-low", "response_format": "m4a"}, "response_format"),
         ({"model": "tts-1", "input": " ", "voice": "tone-low"}, "text"),
     ):
         bad = client.post("/v1/audio/speech", json=body)

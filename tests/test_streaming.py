@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from lib.api import create_app
+from lib.audio import wav_data_offset
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.request import TTSRequest
@@ -26,6 +27,20 @@ from tests.api_server import LiveServer
 
 PARAGRAPH = "第一句话说的是天气。第二句话说的是交通。第三句话说的是时间。第四句话说的是地点。"
 HEADER = 44
+#: Where the samples of a streamed WAV begin: after its open-sized data chunk header.
+OPEN_DATA = b"data\xff\xff\xff\xff"
+
+
+def pcm_of(wav: bytes) -> bytes:
+    """The samples of a whole WAV file (after its provenance label)."""
+    return wav[wav_data_offset(wav) :]
+
+
+def read_header(chunks: Iterator[bytes], body: bytearray) -> int:
+    """Read a streamed WAV up to its samples; their offset."""
+    while OPEN_DATA not in body:
+        body.extend(next(chunks))
+    return body.index(OPEN_DATA) + len(OPEN_DATA)
 
 
 class GatedTone(ToneEngine):
@@ -84,6 +99,8 @@ def mp3_length(data: bytes) -> tuple[int, int]:
     kbps = {3: (0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320),
             2: (0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160)}  # fmt: skip
     at = samples = rate = 0
+    if data[:3] == b"ID3":  # the provenance label: a tag of 10 bytes plus its syncsafe size
+        at = 10 + sum((b & 0x7F) << (7 * (3 - i)) for i, b in enumerate(data[6:10]))
     while at + 4 <= len(data):
         assert data[at] == 0xFF and data[at + 1] & 0xE0 == 0xE0, f"no frame at byte {at}"
         version, bitrate, rate_index = (data[at + 1] >> 3) & 3, data[at + 2] >> 4, (data[at + 2] >> 2) & 3
@@ -112,10 +129,11 @@ def test_the_first_sentence_plays_before_the_second_exists(
         assert response.headers["x-cache-key"] == key and response.headers["content-type"] == "audio/wav"
         chunks = response.iter_raw()
         body = bytearray()
-        read_until(chunks, body, HEADER)
-        assert bytes(body[:HEADER]) == open_wav_header(22_050)  # sizes unknown: 0xFFFFFFFF
+        start = read_header(chunks, body)
+        assert bytes(body[:36]) == open_wav_header(22_050)[:36]  # sizes unknown: 0xFFFFFFFF
+        assert b"LIST" in body[:start] and key.encode() in body[:start]  # labelled, as a whole file is
         engine.let(1)
-        read_until(chunks, body, HEADER + 2)
+        read_until(chunks, body, start + 2)
         # Audio of sentence 1 is here; sentence 2 has not been made, nothing is stored whole.
         assert engine.finished == 1 and service.lookup(key) is None
         engine.let(3)
@@ -125,10 +143,10 @@ def test_the_first_sentence_plays_before_the_second_exists(
     service.flush()
     stored = service.lookup(key)
     assert stored is not None
-    assert bytes(body[HEADER:]) == stored[0].wav[HEADER:]  # what was streamed is what was stored
+    assert bytes(body[start:]) == pcm_of(stored[0].wav)  # what was streamed is what was stored
     with httpx.Client(base_url=server.url, timeout=30) as client:
         again = client.post("/api/tts", data=form())
-    assert again.headers["x-cache"] == "HIT" and again.content[HEADER:] == stored[0].wav[HEADER:]
+    assert again.headers["x-cache"] == "HIT" and pcm_of(again.content) == pcm_of(stored[0].wav)
     assert engine.calls == 4
     metrics = service.metrics.exposition().decode()
     assert 'tts_first_audio_seconds_count{result="miss"} 1.0' in metrics
@@ -146,7 +164,7 @@ def test_a_client_that_leaves_does_not_stop_the_segments(
         chunks = response.iter_raw()
         body = bytearray()
         engine.let(1)
-        read_until(chunks, body, HEADER + 2)
+        read_until(chunks, body, read_header(chunks, body) + 2)
         # The connection is closed here, with three sentences still to make.
     assert engine.finished == 1
     engine.let(3)
@@ -168,7 +186,8 @@ def test_pcm_and_mp3_stream_and_the_rest_are_refused(server: LiveServer, engine:
         flac = client.post("/api/tts", data=form(format="flac"))
         hit_pcm = client.post("/api/tts", data=form(format="pcm", stream="false"))
     assert pcm.headers["content-type"] == "audio/pcm" and pcm.headers["x-sample-rate"] == "22050"
-    assert pcm.content == wav.content[HEADER:] == hit_pcm.content
+    assert pcm.content == pcm_of(wav.content) == hit_pcm.content
+    assert mp3.content[:3] == b"ID3" and mp3.headers["x-cache-key"].encode() in mp3.content[:1000]
     samples, rate = mp3_length(mp3.content)
     assert rate == 22_050 and samples >= len(pcm.content) / 2  # every sample is in the stream's frames
     assert flac.status_code == 400 and "wav, pcm or mp3" in flac.json()["error"]

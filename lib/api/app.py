@@ -25,6 +25,7 @@ from .fastpath import FastPathCounts, HitFastPath
 from .guards import BodyTimeout, MethodGuard
 from .http import UploadLimit
 from .speech import speech_router
+from .v1 import v1_router
 
 __all__ = ["create_app"]
 
@@ -40,7 +41,9 @@ Voice-cloning text to speech behind a result cache.
   `X-Cache: HIT | MISS | BYPASS | COMPOSED`, `X-Cache-Key` and `ETag`; with
   `stream=true`, chunked audio, each sentence as soon as it exists.
 * `GET /api/audio/{key}.{ext}` serves a stored result in any format, immutable.
-* `POST /v1/audio/speech` is OpenAI-compatible: point an OpenAI client at this server.
+* `POST /v1/audio/speech` is OpenAI-compatible (every format, SSE, voice names; also
+  `/v1/models`, `/v1/audio/voices`, `/v1/audio/voice_consents`): point an OpenAI client
+  at this server (docs/openai.md).
 * Errors are `{"error": "..."}` (OpenAI's error object under `/v1`).
 """
 
@@ -63,7 +66,7 @@ def create_app(service: TTSService, *, admin_token: Any = _ENV, fast_path: bool 
         redoc_url=None,
     )
     install_error_handlers(app)
-    routers = [speech_router(service), convert_router(service), admin_router(service)]
+    routers = [speech_router(service), v1_router(service), convert_router(service), admin_router(service)]
     for router in routers:
         app.include_router(router)
     all_routes = lambda: [route for router in routers for route in router.routes]  # noqa: E731

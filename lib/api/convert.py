@@ -22,7 +22,7 @@ from .uploads import read_upload
 
 __all__ = ["convert_router"]
 
-Format = Literal["wav", "mp3", "flac", "ogg"]
+Format = Literal["wav", "mp3", "flac", "ogg", "opus", "aac", "pcm"]
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {

@@ -36,7 +36,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from lib.service import TTSService
 from lib.validate import MAX_SEED, MAX_SPEED, MAX_TTL, MIN_SPEED
 
-from .speech import Format, Mode, hit_bytes, not_modified, stored_response, tts_headers, tts_request, tts_response
+from .speech import (
+    AUDIO_EXTS,
+    Format,
+    Mode,
+    hit_bytes,
+    not_modified,
+    stored_response,
+    tts_headers,
+    tts_request,
+    tts_response,
+)
 
 __all__ = ["MAX_FORM_BYTES", "FastPathCounts", "HitFastPath", "TTSForm"]
 
@@ -45,7 +55,7 @@ _LOGGER = logging.getLogger(__name__)
 #: A form larger than this (an upload) goes to the endpoint without being read here.
 MAX_FORM_BYTES = 64 * 1024
 
-_AUDIO_PATH = re.compile(r"^/api/audio/([0-9a-fA-F]{32})\.(wav|mp3|flac|ogg)$")
+_AUDIO_PATH = re.compile(rf"^/api/audio/([0-9a-fA-F]{{32}})\.({AUDIO_EXTS})$")
 _FORM_TYPES = (b"multipart/form-data", b"application/x-www-form-urlencoded")
 
 
@@ -179,7 +189,7 @@ class HitFastPath:
         if result is None:
             return replay
         # Recorded as a hit from here on: answer it, whatever it takes.
-        body = await hit_bytes(self.service, result, "wav" if form.format == "pcm" else form.format)
+        body = await hit_bytes(self.service, result, form.format)
         response = tts_response(body, form.format, tts_headers(result, form.format, stored=True))
         route = self._route("POST", "/api/tts")
         if route is not None:

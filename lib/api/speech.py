@@ -1,5 +1,5 @@
-"""Synthesis endpoints: ``POST /api/tts``, ``GET /api/audio/{key}.{ext}`` and the
-OpenAI-compatible ``POST /v1/audio/speech``.
+"""Synthesis endpoints: ``POST /api/tts`` and ``GET /api/audio/{key}.{ext}`` (the
+OpenAI-compatible ``/v1`` is :mod:`lib.api.v1`).
 
 Synthesis runs in the thread pool, off the event loop, so concurrent requests are
 served concurrently; identical concurrent misses still cost one engine call because
@@ -11,28 +11,30 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from typing import Annotated, Any, Literal
 
 from anyio import to_thread
 from fastapi import APIRouter, File, Form, Header, Request, UploadFile
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from lib.audio import MIME_TYPES, encode
+from lib.audio import MIME_TYPES
 from lib.cache.entry import CachedAudio
 from lib.errors import NotFoundError, PayloadTooLargeError, ValidationError
+from lib.provenance import Label
 from lib.request import TTSRequest
 from lib.results import SynthesisResult
 from lib.service import TTSService
 from lib.streaming import STREAM_FORMATS, encode_stream
-from lib.validate import MAX_SEED, MAX_SPEED, MAX_TTL, MIN_SPEED, check_unicode
+from lib.validate import MAX_SEED, MAX_SPEED, MAX_TTL, MIN_SPEED
 
 from .errors import ERROR_RESPONSES
 from .http import NO_STORE, cache_control, etag_for, etag_matches, parse_range, too_large_message
 from .redirect import object_redirect
 
 __all__ = [
-    "SpeechRequest",
+    "AUDIO_EXTS",
     "answer",
     "answer_bytes",
     "audio_headers",
@@ -41,6 +43,7 @@ __all__ = [
     "not_modified",
     "speech_router",
     "stored_response",
+    "stream_label",
     "tts_headers",
     "tts_request",
     "tts_response",
@@ -48,8 +51,10 @@ __all__ = [
 
 _LOGGER = logging.getLogger(__name__)
 
-_AUDIO_NAME_RE = re.compile(r"^([0-9a-fA-F]{32})\.(wav|mp3|flac|ogg)$")
-Format = Literal["wav", "mp3", "flac", "ogg", "pcm"]
+#: The formats of ``/api`` (lib.audio.MIME_TYPES): pcm is raw 16-bit mono at X-Sample-Rate.
+Format = Literal["wav", "mp3", "flac", "ogg", "opus", "aac", "pcm"]
+AUDIO_EXTS = "wav|mp3|flac|ogg|opus|aac|pcm"
+_AUDIO_NAME_RE = re.compile(rf"^([0-9a-fA-F]{{32}})\.({AUDIO_EXTS})$")
 Mode = Literal["zero_shot", "cross_lingual", "instruct", "preset"]
 
 _AUDIO_CONTENT = {mime: {"schema": {"type": "string", "format": "binary"}} for mime in MIME_TYPES.values()}
@@ -87,28 +92,6 @@ class TTSResult(BaseModel):
     sample_rate: int
 
 
-class VoiceRef(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    id: str
-
-
-class SpeechRequest(BaseModel):
-    """OpenAI's ``audio.speech.create`` body, plus ``style`` and ``seed``."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    model: str = Field("tts-1", description="Accepted for compatibility; the configured engine answers")
-    input: str = Field(description="The text to speak")
-    voice: str | VoiceRef = Field(description="A saved or preset voice name (GET /api/voices lists them)")
-    response_format: Literal["mp3", "wav", "flac", "ogg", "pcm"] = Field(
-        "mp3", description="pcm is raw 16-bit little-endian mono at the engine's sample rate (X-Sample-Rate)"
-    )
-    speed: float = Field(1.0, ge=MIN_SPEED, le=MAX_SPEED)
-    style: str | None = Field(None, description="Style instruction, e.g. 'slow, calm' or '开心'")
-    instructions: str | None = Field(None, description="OpenAI's name for the style instruction")
-    seed: int = Field(0, ge=0, le=MAX_SEED)
-
-
 _TTS_RESULT_SCHEMA = TTSResult.model_json_schema()
 _TTS_RESPONSES[200]["content"]["application/json"] = {"schema": _TTS_RESULT_SCHEMA}
 
@@ -141,7 +124,9 @@ def speech_router(service: TTSService) -> APIRouter:
         seed: Annotated[int, Form(ge=0, le=MAX_SEED)] = 0,
         speed: Annotated[float, Form(ge=MIN_SPEED, le=MAX_SPEED)] = 1.0,
         mode: Annotated[Mode | None, Form(description="Omit to pick from the other fields")] = None,
-        format: Annotated[Format, Form(description="pcm: raw 16-bit mono at X-Sample-Rate")] = "wav",
+        format: Annotated[
+            Format, Form(description="opus: Ogg Opus (24 kHz); aac: ADTS; pcm: raw 16-bit mono at X-Sample-Rate")
+        ] = "wav",
         cache: Annotated[bool, Form(description="false bypasses the cache (no read, no write)")] = True,
         store: Annotated[bool, Form(description="false never writes the result (personal data)")] = True,
         ttl: Annotated[
@@ -168,7 +153,7 @@ def speech_router(service: TTSService) -> APIRouter:
         if stream:
             streamed = await to_thread.run_sync(service.stream, req)
             return StreamingResponse(
-                encode_stream(streamed.chunks, streamed.sample_rate, format),
+                encode_stream(streamed.chunks, streamed.sample_rate, format, stream_label(service, streamed.key)),
                 media_type=STREAM_FORMATS[format],
                 headers={
                     "X-Cache": streamed.cache,
@@ -244,47 +229,10 @@ def speech_router(service: TTSService) -> APIRouter:
         # Everything under /api/audio/ that is not <32 hex>.<ext>: refused before any lookup.
         raise ValidationError(_BAD_AUDIO_NAME)
 
-    @router.post(
-        "/v1/audio/speech",
-        tags=["openai"],
-        summary="OpenAI-compatible text to speech",
-        response_class=Response,
-        responses={
-            200: {"description": "The audio", "content": {**_AUDIO_CONTENT, "audio/pcm": _AUDIO_CONTENT["audio/wav"]}},
-            400: {"description": "Invalid request (OpenAI error object)"},
-            503: {"description": "Engine not available (OpenAI error object)"},
-        },
-    )
-    async def openai_speech(request: Request, body: SpeechRequest) -> Response:
-        voice = body.voice.id if isinstance(body.voice, VoiceRef) else body.voice
-        for name in ("input", "style", "instructions"):  # named as this endpoint's callers know them
-            check_unicode(getattr(body, name), name)
-        if not voice.strip():
-            raise ValidationError("voice: is empty; give a saved or preset voice name (GET /api/voices)")
-        fmt = "wav" if body.response_format == "pcm" else body.response_format
-        req = TTSRequest(
-            text=body.input, voice=voice, style=body.style or body.instructions or "",
-            seed=body.seed, speed=body.speed, format=fmt,
-        )  # fmt: skip
-        result, audio_bytes = await run(req)
-        headers = {
-            "X-Cache": result.cache,
-            "X-Cache-Key": result.key,
-            "ETag": etag_for(result.key, body.response_format),
-            "X-Sample-Rate": str(result.sample_rate),
-            "Cache-Control": cache_control(result.audio.remaining()),
-        }
-        if result.cache == "COMPOSED":  # made from a template's pieces, not stored under its key
-            headers["Cache-Control"] = NO_STORE
-            del headers["ETag"]
-        if body.response_format == "pcm":
-            return Response(audio_bytes[44:], media_type="audio/pcm", headers=headers)
-        return Response(audio_bytes, media_type=MIME_TYPES[fmt], headers=headers)
-
     return router
 
 
-_BAD_AUDIO_NAME = "audio name must be <32 hex digits>.<wav|mp3|flac|ogg>, e.g. /api/audio/<X-Cache-Key>.wav"
+_BAD_AUDIO_NAME = f"audio name must be <32 hex digits>.<{AUDIO_EXTS}>, e.g. /api/audio/<X-Cache-Key>.wav"
 
 
 # -- the answers, shared with the hit fast path (lib.api.fastpath) -----------------------
@@ -296,10 +244,10 @@ def tts_request(
     *, text: str, prompt_audio: bytes | None, voice: str | None, prompt_text: str, style: str, seed: int,
     speed: float, mode: str | None, format: str, cache: bool, store: bool, ttl: float | None,
 ) -> TTSRequest:  # fmt: skip
-    """The service request of a ``POST /api/tts`` form (``pcm`` is made from WAV)."""
+    """The service request of a ``POST /api/tts`` form."""
     return TTSRequest(
         text=text, prompt_audio=prompt_audio, voice=voice or None, prompt_text=prompt_text, style=style,
-        seed=seed, speed=speed, mode=mode, format="wav" if format == "pcm" else format,
+        seed=seed, speed=speed, mode=mode, format=format,
         use_cache=cache, store=store, ttl=ttl,
     )  # fmt: skip
 
@@ -315,7 +263,7 @@ def answer_bytes(service: TTSService, result: SynthesisResult, fmt: str, store: 
     if is_stored(result, store):
         return service.audio_bytes(result.audio, fmt)
     # Not stored (bypass, or store=false): encode without keeping a transcode in memory.
-    return encode(result.audio.pcm, result.sample_rate, fmt)
+    return result.audio.encoded(fmt)
 
 
 async def answer(
@@ -332,7 +280,7 @@ async def answer(
             await to_thread.run_sync(service.wait_stored, result.key)
         doc = TTSResult(
             key=result.key, cache=result.cache,  # type: ignore[arg-type]
-            url=f"/api/audio/{result.key}.{'wav' if format == 'pcm' else format}" if stored else None,
+            url=f"/api/audio/{result.key}.{format}" if stored else None,
             duration=round(result.duration, 4), sample_rate=result.sample_rate,
         )  # fmt: skip
         return JSONResponse(doc.model_dump(), headers=headers)
@@ -358,9 +306,7 @@ def tts_headers(result: SynthesisResult, format: str, stored: bool) -> dict[str,
 
 
 def tts_response(body: bytes, format: str, headers: dict[str, str]) -> Response:
-    """The audio answer of ``POST /api/tts``: ``body`` is the WAV for ``pcm``."""
-    if format == "pcm":
-        return Response(body[44:], media_type=STREAM_FORMATS["pcm"], headers=headers)
+    """The audio answer of ``POST /api/tts``."""
     return Response(body, media_type=MIME_TYPES[format], headers=headers)
 
 
@@ -376,7 +322,10 @@ async def hit_bytes(service: TTSService, result: SynthesisResult, fmt: str) -> b
 def audio_headers(key: str, fmt: str, entry: CachedAudio) -> dict[str, str]:
     """Headers of ``GET /api/audio/{key}.{fmt}`` (200 and 206)."""
     control = cache_control(entry.remaining())
-    return {"ETag": etag_for(key, fmt), "Cache-Control": control, "Accept-Ranges": "bytes", "X-Cache-Key": key}
+    headers = {"ETag": etag_for(key, fmt), "Cache-Control": control, "Accept-Ranges": "bytes", "X-Cache-Key": key}
+    if fmt == "pcm":  # raw samples: the rate is nowhere else
+        headers["X-Sample-Rate"] = str(entry.sample_rate)
+    return headers
 
 
 def not_modified(key: str, fmt: str, entry: CachedAudio, if_none_match: str | None) -> Response | None:
@@ -390,6 +339,12 @@ def not_modified(key: str, fmt: str, entry: CachedAudio, if_none_match: str | No
 def stored_response(key: str, fmt: str, entry: CachedAudio, body: bytes) -> Response:
     """The whole stored audio (200) of ``GET /api/audio/{key}.{fmt}``."""
     return Response(body, media_type=MIME_TYPES[fmt], headers=audio_headers(key, fmt, entry))
+
+
+def stream_label(service: TTSService, key: str) -> Label | None:
+    """The provenance label of an answer streamed while it is made (dated now)."""
+    provider = service.config.provenance.active_provider
+    return None if provider is None else Label(provider, key, service.tag, time.time())
 
 
 def _stored_entry(service: TTSService, key: str) -> CachedAudio:

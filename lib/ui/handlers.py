@@ -16,7 +16,7 @@ from typing import Any
 
 import gradio as gr
 
-from lib.audio import encode, wav_bytes
+from lib.audio import wav_bytes
 from lib.errors import TTSError
 from lib.request import ConvertRequest, TTSRequest
 from lib.results import SynthesisResult
@@ -197,7 +197,7 @@ class Handlers(CacheHandlers):
             data = result.wav
         elif result.cache == "COMPOSED":
             # Not the entry stored under this key (a refined one may be): never keep its transcode.
-            data = encode(result.audio.pcm, result.sample_rate, fmt)
+            data = result.audio.encoded(fmt)
         else:
             data = self.service.audio_bytes(result.audio, fmt)
         return name, self.service.files.write(name, data)
