@@ -272,6 +272,23 @@ def test_speed_changes_duration(engine: BuiltinEngine) -> None:
     assert voiced_seconds(slow, rate) > voiced_seconds(normal, rate) * 2.0
 
 
+@pytest.mark.parametrize("voice_kind", ["preset", "prompt"])
+def test_openai_speed_range_scales_duration_four_times_each_way(
+    engine: BuiltinEngine, male: VoiceProfile, voice_kind: str
+) -> None:
+    """0.25 and 4.0 (OpenAI's range) reach beyond espeak's 80-450 words a minute: WORLD
+    stretches the rest, so the speech really lasts about 4x and 1/4 as long."""
+    voice = engine.preset_voice("en-male") if voice_kind == "preset" else male
+    mode = "preset" if voice_kind == "preset" else "cross_lingual"
+    text = "Please have your ticket ready, the train to the airport leaves in five minutes."
+    seconds = {
+        speed: engine.synthesise(text, voice, style="", seed=0, speed=speed, mode=mode).audio.size / engine.sample_rate
+        for speed in (0.25, 1.0, 4.0)
+    }
+    assert 3.4 <= seconds[0.25] / seconds[1.0] <= 4.6, seconds
+    assert 3.4 <= seconds[1.0] / seconds[4.0] <= 4.6, seconds
+
+
 def test_punctuation_only_is_a_clear_client_error(engine: BuiltinEngine) -> None:
     for text in ("。", "...", "😀", "١٢٣"):
         with pytest.raises(ValidationError, match="nothing the builtin engine can speak"):
