@@ -4,7 +4,8 @@ either way.
 The filter and its alignment are scipy's ``resample_poly`` (a Kaiser-windowed FIR,
 ``firwin(20 * max(up, down) + 1, 1 / max(up, down), window=("kaiser", 5.0))``, zero
 padding at both ends), applied here as a polyphase filter bank: each output sample is
-the dot product of one phase of the filter with the input samples around it. scipy has
+the dot product of one phase of the filter with the input samples around it (outputs
+``up`` apart share a phase, so each phase is a few strided multiply-adds). scipy has
 no streaming form, and an answer streamed chunk by chunk (SSE, ``pcm`` at 24 kHz) must
 join to exactly the bytes of the same answer sent whole; here every output sample is
 accumulated tap by tap in the same order however the input was cut, so it does.
@@ -81,18 +82,29 @@ class Resampler:
         return self._emit(total)
 
     def _emit(self, stop: int) -> NDArray[Any]:
-        if stop <= self._next:
+        start = self._next
+        if stop <= start:
             return np.zeros(0, dtype=np.int16)
-        m = np.arange(self._next, stop, dtype=np.int64)
-        pos = m * self.down + self._half
-        newest, phase = pos // self.up, pos % self.up
         # The buffer with the taps' reach of zeros on both sides (before the first input
         # sample, after the last one at flush time).
         left = self._taps
         padded = np.concatenate([np.zeros(left), self._buf, np.zeros(self._taps)])
-        acc = np.zeros(m.size)
-        for i in range(self._taps):  # tap by tap: the same order for any chunking
-            acc += self._bank[phase, i] * padded[newest - i - self._base + left]
+        out = np.zeros(stop - start)
+        # Outputs ``up`` apart share a phase and step ``down`` inputs: one strided view per
+        # tap and phase, no gathers. Each output sums its taps in order from 0.0, whatever
+        # the chunking, so pieces join bit for bit.
+        for r in range(min(self.up, stop - start)):
+            m0 = start + r
+            count = len(range(m0, stop, self.up))
+            pos = m0 * self.down + self._half
+            newest, phase = pos // self.up - self._base + left, pos % self.up
+            taps = self._bank[phase]
+            acc = np.zeros(count)
+            span = (count - 1) * self.down + 1
+            for i in range(self._taps):
+                at = newest - i
+                acc += taps[i] * padded[at : at + span : self.down]
+            out[r :: self.up] = acc
         self._next = stop
         # Keep what later outputs can still reach.
         keep_from = (self._next * self.down + self._half) // self.up - self._taps + 1
@@ -100,8 +112,8 @@ class Resampler:
         if drop:
             self._buf = self._buf[drop:]
             self._base += drop
-        out: NDArray[Any] = np.clip(np.rint(acc), -32768, 32767).astype(np.int16)
-        return out
+        result: NDArray[Any] = np.clip(np.rint(out), -32768, 32767).astype(np.int16)
+        return result
 
 
 def resample(pcm: NDArray[Any], rate_in: int, rate_out: int) -> NDArray[Any]:
