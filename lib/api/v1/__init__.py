@@ -11,12 +11,11 @@ from .models import models_router
 from .speech import SpeechRequest, VoiceRef, speech_router
 from .voices import voices_router
 
-__all__ = ["SpeechRequest", "VoiceRef", "v1_router"]
+__all__ = ["SpeechRequest", "VoiceRef", "v1_routers"]
 
 
-def v1_router(service: TTSService) -> APIRouter:
-    """Every ``/v1`` route over ``service``."""
-    router = APIRouter()
-    for part in (speech_router(service), models_router(service), voices_router(service)):
-        router.include_router(part)
-    return router
+def v1_routers(service: TTSService) -> list[APIRouter]:
+    """Every ``/v1`` router over ``service``, each to include in the app as it is (the
+    app's guards read the routes of the routers it includes; FastAPI keeps a router
+    included in another as one opaque entry)."""
+    return [speech_router(service), models_router(service), voices_router(service)]
