@@ -137,7 +137,9 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
                     value=1.0, step=0.05, label=f"语速 Speed ({MIN_SPEED}–{MAX_SPEED})", elem_id="speed", scale=2
                 )
             with gr.Row():
-                fmt = gr.Dropdown(list(FORMATS), value="wav", label="格式 Format", elem_id="format")
+                # Every file format; not raw pcm, which no player opens (it is for the API).
+                files = [f for f in FORMATS if f != "pcm"]
+                fmt = gr.Dropdown(files, value="wav", label="格式 Format", elem_id="format")
                 use_cache = gr.Checkbox(value=True, label="使用缓存 Use cache", elem_id="use-cache")
         with gr.Column(scale=2, min_width=320, elem_id="result-panel"):
             generate = gr.Button(BUTTON_LABELS[False], variant="primary", size="lg", elem_id="generate")

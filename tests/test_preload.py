@@ -91,7 +91,7 @@ def test_failed_phrases_exit_1_and_are_counted(tmp_path: Path) -> None:
         ({"voices": A, "phrases": [{"text": "hi", "voice": "a", "seed": -1}]}, ["phrases[0]", "'seed'"]),
         ({"voices": A, "phrases": [{"text": "hi", "voice": "b"}]}, ["phrases[0]", '"voice"', "'b'"]),
         ({"voices": A, "phrases": [{"text": "", "voice": "a"}]}, ["phrases[0]", '"text"']),
-        ({"voices": A, "phrases": [{"text": "x", "voice": "a", "speed": 3}]}, ["phrases[0]", "speed"]),
+        ({"voices": A, "phrases": [{"text": "x", "voice": "a", "speed": 5}]}, ["phrases[0]", "speed"]),
         ({"voices": A, "phrases": [{"text": "x", "voice": "a"}, {"text": "y", "voice": "a", "seeds": []}]},
          ["phrases[1]", "'seeds'"]),
         ({"voices": A, "phrases": [{"text": "x", "voice": "a", "colour": "red"}]}, ["phrases[0]", "colour"]),

@@ -147,7 +147,7 @@ def test_notes_say_which_values_a_mode_will_not_use() -> None:
 
 
 def test_form_errors_list_every_field_at_once_with_the_api_rules(service: TTSService) -> None:
-    form = ("preset", None, "tone-low", "", "", "", 1.5, 3, "wav", True)
+    form = ("preset", None, "tone-low", "", "", "", 1.5, 5, "wav", True)
     errors = form_errors(service, form)
     assert set(errors) == {"seed", "speed", "text"}
     assert "随机种子 Seed：" in str(errors["seed"]) and "语速 Speed：" in str(errors["speed"])

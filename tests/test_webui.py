@@ -90,7 +90,7 @@ def test_use_cache_off_is_bypass_and_formats_are_served(client: Client) -> None:
 
 def test_validation_error_stops_the_request_with_a_fix(client: Client, service: TTSService, testdata_dir: Path) -> None:
     """Each refusal is the API's rule, in Chinese and English, naming the field by its
-    label in the form; nothing reaches the engine (seed 1.5 and speed 3 are not rounded)."""
+    label in the form; nothing reaches the engine (seed 1.5 and speed 5 are not rounded)."""
     prompt = handle_file(str(testdata_dir / "zh_female_prompt.wav"))
     cases: list[tuple[dict[str, Any], str, str]] = [
         ({"mode": "zero_shot", "voice": None, "prompt_audio": prompt}, "参考音频文本 Prompt transcript：零样本克隆需要",
@@ -101,7 +101,7 @@ def test_validation_error_stops_the_request_with_a_fix(client: Client, service: 
         ({"voice": None}, "音色 Voice：请从列表中选择", "pick a preset or saved voice"),
         ({"seed": 1.5}, "随机种子 Seed：须为 0 到 4294967295 的整数", "a whole number from 0 to 4294967295, got 1.5"),
         ({"seed": -1}, "随机种子 Seed：-1 超出范围", "use 0 to 4294967295"),
-        ({"speed": 3}, "语速 Speed：3 超出范围，请填 0.5 到 2.0", "3 is out of range; use 0.5 to 2.0"),
+        ({"speed": 5}, "语速 Speed：5 超出范围，请填 0.25 到 4.0", "5 is out of range; use 0.25 to 4.0"),
         ({"text": ""}, "合成文本 Text to speak：为空", "type the words to speak"),
     ]  # fmt: skip
     for form, chinese, english in cases:

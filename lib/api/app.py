@@ -25,7 +25,7 @@ from .fastpath import FastPathCounts, HitFastPath
 from .guards import BodyTimeout, MethodGuard
 from .http import UploadLimit
 from .speech import speech_router
-from .v1 import v1_router
+from .v1 import v1_routers
 
 __all__ = ["create_app"]
 
@@ -66,7 +66,7 @@ def create_app(service: TTSService, *, admin_token: Any = _ENV, fast_path: bool 
         redoc_url=None,
     )
     install_error_handlers(app)
-    routers = [speech_router(service), v1_router(service), convert_router(service), admin_router(service)]
+    routers = [speech_router(service), *v1_routers(service), convert_router(service), admin_router(service)]
     for router in routers:
         app.include_router(router)
     all_routes = lambda: [route for router in routers for route in router.routes]  # noqa: E731
