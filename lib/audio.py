@@ -43,7 +43,6 @@ __all__ = [
     "encode",
     "float_to_int16",
     "wav_bytes",
-    "wav_data_offset",
 ]
 
 _LOGGER = logging.getLogger(__name__)
@@ -380,17 +379,6 @@ def wav_bytes(pcm: NDArray[Any], sample_rate: int, info: bytes = b"") -> bytes:
         sample_rate, sample_rate * 2, 2, 16,
     )  # fmt: skip
     return b"".join((header, info, struct.pack("<4sI", b"data", len(payload)), payload))
-
-
-def wav_data_offset(wav: bytes) -> int:
-    """Where the samples of a WAV file made by :func:`wav_bytes` begin."""
-    pos = 12
-    while pos + 8 <= len(wav):
-        cid, size = struct.unpack_from("<4sI", wav, pos)
-        if cid == b"data":
-            return pos + 8
-        pos += 8 + size + (size & 1)
-    raise ValueError("WAV file without a data chunk")
 
 
 def encode(pcm: NDArray[Any], sample_rate: int, fmt: str) -> bytes:

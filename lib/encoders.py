@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import logging
+import struct
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,7 @@ from lib.provenance import Label
 from lib.resample import resample
 from lib.tagging import flac_labelled, id3_tag, ogg_labelled, riff_info
 
-__all__ = ["ENCODINGS", "OPENAI_PCM_RATE", "OPUS_RATES", "encode"]
+__all__ = ["ENCODINGS", "OPENAI_PCM_RATE", "OPUS_RATES", "encode", "opus_rate", "wav_data_offset"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -78,6 +79,17 @@ def encode(pcm: NDArray[Any], sample_rate: int, fmt: str, label: Label | None = 
     if fmt == "aac":
         return id3_tag(label) + _av_encode(samples, sample_rate, "aac", "adts", _AAC_BITRATE)
     raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(ENCODINGS)}")
+
+
+def wav_data_offset(wav: bytes) -> int:
+    """Where the samples of a WAV file made by :func:`lib.audio.wav_bytes` begin."""
+    pos = 12
+    while pos + 8 <= len(wav):
+        cid, size = struct.unpack_from("<4sI", wav, pos)
+        if cid == b"data":
+            return pos + 8
+        pos += 8 + size + (size & 1)
+    raise ValueError("WAV file without a data chunk")
 
 
 def opus_rate(sample_rate: int) -> int:

@@ -89,10 +89,7 @@ class TTSService:
         # The object-store tier (lib.objects), None unless cache.objects_url is set.
         self.objects: ObjectTier | None = configured_objects(config.cache, self.metrics.objects_errors.inc)
         self.writer = Writer()
-        self.tiers = Tiers(
-            config.cache, self.store, self.shared, self.writer, objects=self.objects,
-            provider=config.provenance.active_provider,
-        )  # fmt: skip
+        self.tiers = Tiers(config.cache, self.store, self.shared, self.writer, self.objects, config.provenance)
         self.memory = self.tiers.memory
         self.transcodes = self.tiers.transcodes
         self._voice_store = self.disks.voices

@@ -18,7 +18,7 @@ import pytest
 import soundfile as sf
 
 from lib.api import create_app
-from lib.audio import wav_data_offset
+from lib.encoders import wav_data_offset
 from lib.request import TTSRequest
 from lib.service import TTSService
 from tests.api_server import LiveServer

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from lib.api import create_app
-from lib.audio import wav_data_offset
 from lib.config import load_config
+from lib.encoders import wav_data_offset
 from lib.engines.tone import ToneEngine
 from lib.request import TTSRequest
 from lib.service import TTSService

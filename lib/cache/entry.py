@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from lib.audio import decode_flac, encode, wav_bytes, wav_data_offset
+from lib.audio import decode_flac, encode, wav_bytes
 from lib.encoders import encode as encode_labelled
+from lib.encoders import wav_data_offset
 from lib.provenance import Label, label_of
 from lib.tagging import riff_info
 

@@ -21,6 +21,7 @@ from lib.cache.lru import ByteLRU
 from lib.cache.store import AudioStore
 from lib.cache.writer import Writer
 from lib.config import CacheConfig
+from lib.provenance import ProvenanceConfig
 
 __all__ = ["ObjectStore", "SharedStore", "Tiers"]
 
@@ -53,16 +54,16 @@ class ObjectStore(SharedStore, Protocol):
 class Tiers:
     """Memory (ready-to-send WAV), disk (:class:`AudioStore`) and optionally shared.
 
-    ``provider``: the provenance every entry served carries (``provenance.provider``,
-    None with labels off). An entry read from disk or a shared tier that was made under
-    another setting (before labels, or by another name) is relabelled on its way into
-    memory: one copy of its samples, once."""
+    ``provenance``: the label every entry served carries (``provenance.provider``; none
+    with labels off or no setting). An entry read from disk or a shared tier that was made
+    under another setting (before labels, or by another name) is relabelled on its way
+    into memory: one copy of its samples, once."""
 
     def __init__(
         self, config: CacheConfig, store: AudioStore, shared: SharedStore | None, writer: Writer,
-        objects: ObjectStore | None = None, provider: str | None = None,
+        objects: ObjectStore | None = None, provenance: ProvenanceConfig | None = None,
     ) -> None:  # fmt: skip
-        self.provider = provider
+        self.provider = provenance.active_provider if provenance is not None else None
         self.store = store
         self.shared = shared
         self.objects = objects
