@@ -15,6 +15,8 @@ each format costs to make from a stored entry.
    ``--runs`` times (the first, which loads PyAV's libraries, not counted): median ms per
    5 s of audio and the size. The tiers keep each transcode in memory, so a hit pays
    this once per entry and format.
+3. Speed: the built-in engine's output at 0.25-4.0 against 1.0 (presets and a prompt
+   voice, English and Chinese).
 """
 
 from __future__ import annotations
@@ -147,6 +149,37 @@ def bench_transcodes(runs: int) -> None:
         print(f"  {fmt:7s} {statistics.median(times) * 1e3:8.2f}  {len(data) / 1000:6.1f}")
 
 
+def bench_speeds() -> None:
+    """Durations of the built-in engine's raw output across OpenAI's speed range."""
+    from lib.engines.builtin import BuiltinEngine
+
+    engine = BuiltinEngine()
+    texts = {
+        "English": "Please have your ticket ready, the train to the airport leaves in five minutes.",
+        "Chinese": "请大家排好队，按顺序进入会场，谢谢合作。",
+    }
+    voices = {"en-female": engine.preset_voice("en-female"), "zh-male": engine.preset_voice("zh-male")}
+    recording = RECORDING / "male_prompt.wav"
+    if recording.is_file():
+        voices["prompt (male_prompt.wav)"] = engine.extract_voice(PromptDecoder().decode(recording).pcm, "")
+    speeds = (0.25, 0.5, 1.0, 2.0, 4.0)
+    print("Built-in engine: duration at each speed against speed 1.0 (raw engine output, no tail)")
+    print("  voice, text                         " + "".join(f"{s:>9}" for s in speeds))
+    try:
+        for name, voice in voices.items():
+            mode = "preset" if voice.kind == "preset" else "cross_lingual"
+            for lang, text in texts.items():
+                seconds = {
+                    speed: engine.synthesise(text, voice, style="", seed=0, speed=speed, mode=mode).audio.size
+                    / engine.sample_rate
+                    for speed in speeds
+                }
+                ratios = "".join(f"{seconds[s] / seconds[1.0]:8.2f}x" for s in speeds)
+                print(f"  {name + ', ' + lang:36s}{ratios}   ({seconds[1.0]:.2f} s at 1.0)")
+    finally:
+        engine.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engine", default="builtin", choices=("builtin", "tone"))
@@ -156,6 +189,8 @@ def main() -> None:
     bench_transcodes(args.runs)
     print()
     bench_sse(args.engine, args.runs, args.format)
+    print()
+    bench_speeds()
 
 
 if __name__ == "__main__":
