@@ -609,14 +609,20 @@ def test_full_disk_still_serves(tmp_path: Path) -> None:
 
 
 def test_preset_voice_requests_never_consult_the_voice_library(
-    service: TTSService, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, engine: ToneEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def boom(name: str) -> None:
         raise AssertionError(f"library read for preset {name}")
 
-    monkeypatch.setattr(service.library, "get", boom)  # a store read (or Redis trip) per request
-    assert speak(service, "preset only").cache == "MISS"
-    assert speak(service, "preset only").cache == "HIT"
+    # No templates: a template's own voice is looked up once (it may be a saved voice).
+    values = {"engine": "tone", "cache.dir": str(tmp_path / "cache"), "voices.prewarm": False}
+    service = TTSService(load_config(env={"TTS_TEMPLATES_FILE": "null"}, overrides=values), engine)
+    try:
+        monkeypatch.setattr(service.library, "get", boom)  # a store read (or Redis trip) per request
+        assert speak(service, "preset only").cache == "MISS"
+        assert speak(service, "preset only").cache == "HIT"
+    finally:
+        service.close()
 
 
 def test_verify_removes_an_orphan_file_left_by_a_killed_writer(service: TTSService, tmp_path: Path) -> None:
