@@ -17,6 +17,7 @@ __all__ = [
     "ConfigError",
     "ConflictError",
     "EngineError",
+    "EngineTimeoutError",
     "EngineUnavailableError",
     "ForbiddenError",
     "NotAudioError",
@@ -112,6 +113,13 @@ class EngineUnavailableError(EngineError):
     """The engine cannot serve at all: missing model, missing packages (HTTP 503)."""
 
     http_status = 503
+
+
+class EngineTimeoutError(EngineError):
+    """An engine call passed its deadline (``watchdog:`` in config.yaml) and was given
+    up; nothing was cached (HTTP 504)."""
+
+    http_status = 504
 
 
 def log_safe(exc: BaseException) -> str:

@@ -40,6 +40,7 @@ from lib.config import BuiltinConfig
 from lib.engines.base import MODES, PROMPT_SAMPLE_RATE, Synthesis, VoiceProfile
 from lib.engines.builtin import _world
 from lib.engines.builtin.convert import Prosody, transfer
+from lib.engines.builtin.defuse import defuse
 from lib.engines.builtin.espeak import ESPEAK_SAMPLE_RATE, EspeakParams, EspeakSynth
 from lib.engines.builtin.lang import speakable, split_runs, split_sentences
 from lib.engines.builtin.matching import change_duration, shape_level
@@ -266,7 +267,7 @@ class BuiltinEngine:
             pieces = []
             for i, (lang, chunk) in enumerate(runs):
                 params = plan.espeak_params(lang, rng)
-                pcm = self._espeak.synth(chunk, params)
+                pcm = self._espeak.synth(defuse(chunk), params)
                 pieces.append(_trim(pcm, lead=i > 0, tail=i < len(runs) - 1))
             if not pieces:
                 continue
