@@ -20,6 +20,7 @@ import yaml
 from lib.configload import assign, build, env_values, parse_size
 from lib.errors import ConfigError
 from lib.serverconfig import ServerConfig
+from lib.watchdogconfig import WatchdogConfig
 
 __all__ = [
     "ENGINE_NAMES",
@@ -35,6 +36,7 @@ __all__ = [
     "TemplatesConfig",
     "TextConfig",
     "VoicesConfig",
+    "WatchdogConfig",
     "default_config_path",
     "load_config",
     "parse_size",
@@ -273,6 +275,7 @@ class AppConfig:
     server: ServerConfig = field(default_factory=ServerConfig)
     segments: SegmentsConfig = field(default_factory=SegmentsConfig)
     templates: TemplatesConfig = field(default_factory=TemplatesConfig)
+    watchdog: WatchdogConfig = field(default_factory=WatchdogConfig)
 
     def __post_init__(self) -> None:
         _check(self)

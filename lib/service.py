@@ -36,6 +36,7 @@ from lib.compose.templates import Template
 from lib.config import AppConfig, default_config_path, load_config
 from lib.dashboard import Dashboard
 from lib.engines import Engine, create_engine
+from lib.engines.watched import WatchedEngine
 from lib.errors import TTSError, ValidationError
 from lib.files import ResultFiles
 from lib.metrics import Metrics
@@ -50,13 +51,17 @@ from lib.upgrade import Readiness
 from lib.voices import Voices
 from lib.voices.library import VoiceLibrary
 from lib.voices.profiles import VoiceProfiles
+from lib.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from lib.shared.tier import SharedTier
 
-__all__ = ["TTSService", "get_default_service", "synthesise_with_cache"]
+__all__ = ["SHUTDOWN_DRAIN", "TTSService", "get_default_service", "synthesise_with_cache"]
 
 _LOGGER = logging.getLogger(__name__)
+
+#: Seconds engine calls under way may go on after the server is told to stop.
+SHUTDOWN_DRAIN = 3.0
 
 
 class TTSService:
@@ -70,6 +75,9 @@ class TTSService:
         self.tag = model_tag(self.engine.name, self.engine.model_version)
         self.cache_dir = Path(config.cache.dir)
         self.metrics = Metrics(lambda: self.dashboard.gauges())
+        self.watchdog = Watchdog(self.engine, config.watchdog, self.metrics)
+        """Deadlines on every engine call and the engine's health (lib.watchdog)."""
+        watched = WatchedEngine(self.engine, self.watchdog)  # what everything that calls the engine gets
         self.disks = LocalStores(config.cache, self._store_error, profile_bytes=config.voices.profile_bytes)
         """Every store under cache.dir, their shared size budget and their upkeep."""
         self.stats = Stats(self.disks.meta, max_phrases=config.cache.stats_phrases)
@@ -94,16 +102,16 @@ class TTSService:
         # Profiles are derived data: their own store, bounded and evicted (saved voices are not).
         self._profile_store = self.disks.profiles
         profiles = VoiceProfiles(
-            self.engine, self._profile_store, config.voices.memory_bytes, on_extract=self.metrics.voice_extractions.inc
+            watched, self._profile_store, config.voices.memory_bytes, on_extract=self.metrics.voice_extractions.inc
         )
         if self.shared is not None:
             profiles.shared = self.library.shared = self.shared
         limits = PromptLimits(max_seconds=config.prompt.max_seconds, max_bytes=config.prompt.max_upload_bytes)
         self.decoder = PromptDecoder(limits, config.prompt.memory_bytes)
-        self.voices = Voices(self.engine, self.library, profiles, self.decoder, config)
+        self.voices = Voices(watched, self.library, profiles, self.decoder, config)
         self.profiles = profiles
         self.resolver = Resolver(self.engine, self.voices, config)
-        self.producer = Producer(self.engine, self.voices, self.stats, self.metrics, config)
+        self.producer = Producer(watched, self.voices, self.stats, self.metrics, config)
         self.admin = Admin(self.tiers, profiles, self.decoder, self.disks.verify_side)
         if self.shared is not None:  # evictions and clears on other replicas reach this one's local tiers
             self.shared.follow_evictions(self.admin.apply_remote, self.cache_dir / "shared-evictions.json")
@@ -336,15 +344,33 @@ class TTSService:
         return self.dashboard.snapshot(top, texts=allows(caller, Action.READ_TEXTS))
 
     def health(self) -> dict[str, Any]:
-        return self.dashboard.health(str(self.cache_dir))
+        """The stores' health (lib.dashboard) and the engine's (lib.watchdog): "degraded"
+        with a reason while the engine is stuck past a deadline or failing."""
+        health = self.dashboard.health(str(self.cache_dir))
+        engine = self.watchdog.health()
+        health["engine_state"] = engine
+        if engine["reason"]:
+            health["reasons"] = [*health.get("reasons", []), engine["reason"]]
+            if health.get("status") == "ok":
+                health["status"] = "degraded"
+        return health
 
     # -- lifecycle ----------------------------------------------------------------------
+
+    def stopping(self) -> None:
+        """The server got SIGTERM or Ctrl-C: engine calls under way may finish for
+        :data:`SHUTDOWN_DRAIN` seconds, then they are stopped, so that shutdown takes
+        seconds even with a call stuck in the engine. Callable from any thread."""
+        self.watchdog.drain(SHUTDOWN_DRAIN)
 
     def close(self) -> None:
         """Finish pending writes, stop and join every thread, close every store."""
         if self._closed:
             return
         self._closed = True
+        # First: a call stuck in the engine is interrupted and every caller waiting on one
+        # fails at once, so that nothing below waits for the engine (SIGTERM ends in seconds).
+        self.watchdog.close()
         self.voices.close()
         self.refiner.close()
         self.streams.close()
@@ -358,7 +384,7 @@ class TTSService:
         if self.shared is not None:
             self.shared.close()
         self.files.close()
-        self.engine.close()
+        self.watchdog.close_engine()
 
     # -- internals ----------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -125,12 +126,18 @@ class DiskLeases:
 
 class Renewer:
     """One daemon thread that renews every lease this process holds, every third of
-    the lease time, so a long synthesis keeps its lock and a dead process loses it."""
+    the lease time, so a long synthesis keeps its lock and a dead process loses it.
+
+    A lease may be bounded (:meth:`bound`, set by the engine watchdog while an engine
+    call runs under it): past that monotonic time it is no longer renewed, so a holder
+    stuck in an engine call past the call's deadline loses the key within one lease
+    even while its process lives."""
 
     def __init__(self, leases: Leases, lease: float) -> None:
         self._leases = leases
         self._lease = lease
         self._held: dict[str, str] = {}
+        self._bounds: dict[str, float] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -146,6 +153,18 @@ class Renewer:
     def remove(self, key: str) -> None:
         with self._lock:
             self._held.pop(key, None)
+            self._bounds.pop(key, None)
+
+    def bound(self, key: str, token: str, until: float | None) -> None:
+        """Renew the lease on ``key`` only until the monotonic time ``until`` (None:
+        again without a bound)."""
+        with self._lock:
+            if self._held.get(key) != token:
+                return
+            if until is None:
+                self._bounds.pop(key, None)
+            else:
+                self._bounds[key] = until
 
     def stop(self) -> None:
         """Stop renewing and join the thread (leases still held then simply expire)."""
@@ -161,9 +180,15 @@ class Renewer:
             return self._held.get(key) == token
 
     def _loop(self) -> None:
+        overdue: set[str] = set()
         while not self._wake.wait(self._lease / 3):
+            now = time.monotonic()
             with self._lock:
-                held = list(self._held.items())
+                held = [(k, t) for k, t in self._held.items() if self._bounds.get(k, now) >= now]
+                late = {k for k in self._held if self._bounds.get(k, now) < now}
+            for key in late - overdue:
+                _LOGGER.warning("not renewing the single-flight lease on %s: its engine call passed its deadline", key)
+            overdue = late
             for key, token in held:
                 try:
                     if not self._leases.renew(key, token, self._lease) and self._holds(key, token):
@@ -202,6 +227,12 @@ class Lease:
         if renewer is not None:
             renewer.add(key, token)
 
+    def renew_until(self, until: float | None) -> None:
+        """Stop renewing at the monotonic time ``until`` (None: no bound); see
+        :meth:`Renewer.bound`. The engine watchdog calls it around each engine call."""
+        if self._renewer is not None:
+            self._renewer.bound(self.key, self.token, until)
+
     def release(self) -> None:
         with self._guard:
             if self._done:
@@ -220,6 +251,9 @@ class _NoLease:
 
     key = ""
     token = ""
+
+    def renew_until(self, until: float | None) -> None:
+        return None
 
     def release(self) -> None:
         return None

@@ -177,6 +177,13 @@ class BuiltinEngine:
     def close(self) -> None:
         self._espeak.close()
 
+    def interrupt(self) -> bool:
+        """End a call stuck in espeak-ng now, from any thread (the watchdog's hook): its
+        worker and the worker's child are killed, the call fails and releases the locks,
+        and the next call starts a fresh worker. A call in the DSP (numpy, bounded by the
+        text's length) finishes on its own. True if a worker was killed."""
+        return self._espeak.interrupt()
+
     # --- convert mode ------------------------------------------------------------------
 
     def convert(self, source_pcm: NDArray[Any], voice: VoiceProfile, *, seed: int, speed: float) -> Synthesis:

@@ -139,8 +139,16 @@ class EspeakSynth:
             for attempt in (1, 2):
                 proc = self._worker()
                 try:
-                    assert proc.stdin is not None and proc.stdout is not None
+                    assert proc.stdin is not None
                     _write_all(proc.stdin, struct.pack("<I", len(body)) + body)
+                except OSError as exc:
+                    # The worker was gone before it got the request: ask a fresh one, once.
+                    _LOGGER.warning("espeak-ng worker gone (attempt %d): %s", attempt, exc)
+                    self._kill(proc)
+                    if attempt == 2:
+                        raise EngineError("espeak-ng worker process failed; see the log") from exc
+                    continue
+                try:
                     until = time.monotonic() + deadline
                     status, size = struct.unpack("<II", self._read(proc, 8, until))
                     payload = self._read(proc, size, until)
@@ -151,11 +159,10 @@ class EspeakSynth:
                     _LOGGER.error("espeak-ng worker silent for %.1f s: killed and replaced (%s)", deadline, exc)
                     raise EngineTimeoutError(message + "; nothing was cached") from exc
                 except (EOFError, OSError) as exc:
-                    _LOGGER.warning("espeak-ng worker died (attempt %d): %s", attempt, exc or type(exc).__name__)
+                    # Died with the request (or was interrupted): not sent again, it may be the cause.
+                    _LOGGER.warning("espeak-ng worker ended during a call: %s", exc or type(exc).__name__)
                     self._kill(proc)
-                    if attempt == 2:
-                        raise EngineError("espeak-ng worker process failed; see the log") from exc
-                    continue
+                    raise EngineError("espeak-ng worker process ended during the call; nothing was cached") from exc
                 if status == _STATUS_CRASHED:
                     # The worker reported its child's death; start afresh all the same,
                     # in case the child took part of the next request's bytes with it.
