@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -18,10 +19,12 @@ from typing import Any, Protocol, TypeVar
 import diskcache
 
 from lib.cache.handle import STORE_ERRORS, DiskHandle
+from lib.ratelimit import LogLimiter
 
-__all__ = ["NO_LEASE", "DiskLeases", "Lease", "Leases", "Renewer"]
+__all__ = ["BUSY_PATIENCE", "NO_LEASE", "DiskLeases", "Lease", "Leases", "LockStoreBusy", "Renewer"]
 
 _LOGGER = logging.getLogger(__name__)
+_BUSY_LOG = LogLimiter(_LOGGER, every=60.0)
 
 _T = TypeVar("_T")
 
@@ -46,10 +49,29 @@ class Leases(Protocol):
         ...
 
 
+class LockStoreBusy(RuntimeError):
+    """The lock database stayed busy (other writers) longer than an operation waits."""
+
+
+#: Seconds a lease operation waits, in all, for a busy lock database before it gives up.
+#: Busy is contention, not failure: dozens of concurrent misses in several processes
+#: queue on SQLite's one write lock, and a writer that holds it while waiting for the GIL
+#: can keep it past the 1 s busy time-out (measured: 64 streamed misses on 2 processes).
+BUSY_PATIENCE = 10.0
+
+
+def _busy(exc: BaseException) -> bool:
+    return isinstance(exc, diskcache.Timeout) or (
+        isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc).lower()
+    )
+
+
 class DiskLeases:
     """Leases in a diskcache beside the store (``<cache.dir>/locks``): atomic across
-    processes on one host through SQLite transactions. A failing lock store raises
-    (single-flight then falls back to this process alone) and is reopened later."""
+    processes on one host through SQLite transactions. A busy lock database is waited
+    for (up to :data:`BUSY_PATIENCE` seconds, a warning in the log): contention does not
+    switch single-flight off. A failing one raises (single-flight then falls back to
+    this process alone) and is reopened later."""
 
     def __init__(
         self, directory: str, on_error: Callable[[str, BaseException], None] = lambda op, e: None, **settings: Any
@@ -72,13 +94,25 @@ class DiskLeases:
             raise OSError(f"the lock store is unavailable ({self._disk.last_error})")
         return cache
 
-    def _call(self, op: str, fn: Callable[[diskcache.Cache], _T]) -> _T:
-        cache = self._cache(op)
-        try:
-            return fn(cache)
-        except STORE_ERRORS as exc:
-            self._disk.failed(op, exc, cache)
-            raise
+    def _call(self, op: str, fn: Callable[[diskcache.Cache], _T], patience: float = BUSY_PATIENCE) -> _T:
+        give_up = time.monotonic() + patience
+        delay = 0.01
+        while True:
+            cache = self._cache(op)
+            try:
+                return fn(cache)
+            except STORE_ERRORS as exc:
+                if not _busy(exc):
+                    self._disk.failed(op, exc, cache)
+                    raise
+                if time.monotonic() + delay >= give_up:
+                    _BUSY_LOG.log(logging.WARNING, f"gave-up:{op}",
+                                  "the lock store stayed busy for %.0f s (%s); %s", patience, op,
+                                  "this key's synthesis is not shared with other processes")  # fmt: skip
+                    raise LockStoreBusy(f"the lock store stayed busy for {patience:.0f} s ({op})") from exc
+                _BUSY_LOG.log(logging.WARNING, f"busy:{op}", "the lock store is busy (%s); waiting for it", op)
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
 
     def acquire(self, key: str, lease: float) -> str | None:
         token = secrets.token_hex(8)
@@ -93,7 +127,8 @@ class DiskLeases:
                 cache.set(key, token, expire=lease)
                 return True
 
-        return self._call("renew", renew)
+        # A renewal waits at most a third of the lease: the next one is due by then.
+        return self._call("renew", renew, patience=lease / 3)
 
     def release(self, key: str, token: str) -> None:
         def release(cache: diskcache.Cache) -> None:
@@ -194,6 +229,8 @@ class Renewer:
                     if not self._leases.renew(key, token, self._lease) and self._holds(key, token):
                         # (Not a lease released since the snapshot above: that is no loss.)
                         _LOGGER.warning("lost the single-flight lease on %s (expired while running)", key)
+                except LockStoreBusy:
+                    pass  # contention, logged as a warning where it was met; the next round tries again
                 except Exception:  # a broken lock store must not kill the thread
                     _LOGGER.exception("could not renew the single-flight lease on %s", key)
 
