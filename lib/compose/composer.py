@@ -234,7 +234,8 @@ class Composer:
             made.spend(spent)
             entry = _marked(entry, role, template, unit_loudness(entry.pcm, entry.sample_rate))
             if store:
-                self.tiers.keep(entry, lease, origin=part.origin)
+                # On disk before it is used: a crash after this loses no finished segment.
+                self.tiers.keep(entry, lease, origin=part.origin, durable=True)
             else:
                 lease.release()
             return entry
