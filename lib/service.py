@@ -56,12 +56,9 @@ from lib.watchdog import Watchdog
 if TYPE_CHECKING:
     from lib.shared.tier import SharedTier
 
-__all__ = ["SHUTDOWN_DRAIN", "TTSService", "get_default_service", "synthesise_with_cache"]
+__all__ = ["TTSService", "get_default_service", "synthesise_with_cache"]
 
 _LOGGER = logging.getLogger(__name__)
-
-#: Seconds engine calls under way may go on after the server is told to stop.
-SHUTDOWN_DRAIN = 3.0
 
 
 class TTSService:
@@ -344,24 +341,10 @@ class TTSService:
         return self.dashboard.snapshot(top, texts=allows(caller, Action.READ_TEXTS))
 
     def health(self) -> dict[str, Any]:
-        """The stores' health (lib.dashboard) and the engine's (lib.watchdog): "degraded"
-        with a reason while the engine is stuck past a deadline or failing."""
-        health = self.dashboard.health(str(self.cache_dir))
-        engine = self.watchdog.health()
-        health["engine_state"] = engine
-        if engine["reason"]:
-            health["reasons"] = [*health.get("reasons", []), engine["reason"]]
-            if health.get("status") == "ok":
-                health["status"] = "degraded"
-        return health
+        """The stores' health (lib.dashboard) and the engine's (lib.watchdog)."""
+        return self.watchdog.annotate(self.dashboard.health(str(self.cache_dir)))
 
     # -- lifecycle ----------------------------------------------------------------------
-
-    def stopping(self) -> None:
-        """The server got SIGTERM or Ctrl-C: engine calls under way may finish for
-        :data:`SHUTDOWN_DRAIN` seconds, then they are stopped, so that shutdown takes
-        seconds even with a call stuck in the engine. Callable from any thread."""
-        self.watchdog.drain(SHUTDOWN_DRAIN)
 
     def close(self) -> None:
         """Finish pending writes, stop and join every thread, close every store."""

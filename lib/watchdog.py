@@ -1,34 +1,26 @@
-"""The engine watchdog: a deadline on every engine call, and the truth about the engine
-for ``/healthz``.
+"""The engine watchdog: a deadline on every engine call, and the engine's health.
 
-Why: one engine call that never returned (espeak-ng aborting on a hostile text while its
-worker kept the pipe open) held the engine's lock forever: every later miss waited, the
-key's lease was renewed forever, ``/healthz`` said "ok" and SIGTERM could not stop the
-process. Now (:class:`lib.engines.watched.WatchedEngine` routes every call here):
+Why: one engine call that never returned (espeak-ng aborting while its worker kept the
+pipe open) held the engine's lock forever: every later miss waited, the key's lease was
+renewed forever, ``/healthz`` said "ok" and SIGTERM could not stop the process. Now every
+call (:class:`lib.engines.watched.WatchedEngine` routes them here) runs in a thread of
+its own, admitted ``concurrent_calls`` at a time (an engine attribute, 1 if absent; the
+clock starts at admission, so queueing behind healthy calls is never taken for a hang),
+and its caller waits until the deadline (``watchdog:`` in config.yaml). Then:
 
-- Each call runs in a thread of its own; its caller waits until the call's deadline
-  (``watchdog:`` in config.yaml, proportional to the work) and then fails with
-  :class:`lib.errors.EngineTimeoutError` (HTTP 504). Nothing is cached (the error
-  passes before any tier sees an entry) and the key's single-flight lease is released
-  as the error passes ``lead_or_wait``; the lease renewer stops renewing it at the
-  deadline in any case (:data:`RENEW_UNTIL`).
-- The engine is interrupted where it can be (``engine.interrupt()``): the builtin engine
-  kills its espeak-ng worker and the worker's child; the call then ends at once with an
-  error, releasing the engine's lock, and the next call starts a fresh worker.
-- Until a call that passed its deadline returns, the engine is *stuck*: new calls wait
-  :data:`_GRACE` seconds for it, then are refused at once with 503 instead of queueing
-  behind it, and ``/healthz`` says "degraded" with the reason. That is all a watchdog
-  can do for an engine that cannot be interrupted -- CosyVoice inside a torch call: no
-  thread can be stopped inside C code -- so it fails the request, reports the engine and
-  refuses work until the call returns. Cached results are served all along.
-- Calls are admitted ``concurrent_calls`` at a time (an engine attribute, 1 if absent:
-  both real engines serialise their calls on a lock anyway), and a call's clock starts
-  when it is admitted, so waiting behind healthy calls is never taken for a hang.
-- Engine failures are counted: :data:`_FAILING_AFTER` in a row, or a failed probe, make
-  the engine *failing* for ``/healthz`` until a call succeeds. After ``probe_interval``
-  seconds without a call (and soon after a timeout), a tiny probe synthesis checks it.
-- :meth:`Watchdog.close` interrupts the engine and wakes every waiting caller, so a
-  shutdown (SIGTERM) ends within seconds even with a stuck call.
+- the caller fails with :class:`lib.errors.EngineTimeoutError` (504), before any tier
+  sees an entry, releasing the key's lease on the way (never renewed past the deadline
+  anyway: :data:`RENEW_UNTIL`); counted, logged;
+- the engine is interrupted where it can be (``engine.interrupt()``: the builtin engine
+  kills its espeak-ng worker, the call ends at once and frees the engine's lock);
+- until the late call returns the engine is *stuck*: new calls are refused with 503
+  after :data:`_GRACE` seconds and ``/healthz`` is degraded. That is all a watchdog can
+  do for a call nothing can interrupt (CosyVoice inside torch: no thread can be stopped
+  in C code): fail the request, report the engine, refuse work until the call returns.
+
+Failures in a row, or a failed probe (:mod:`lib.engineprobe`), make the engine *failing*
+until a call succeeds. :meth:`Watchdog.drain` and :meth:`Watchdog.close` (shutdown) stop
+every call and wake every caller, so SIGTERM ends in seconds even with a stuck call.
 """
 
 from __future__ import annotations
@@ -42,14 +34,14 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from lib.audio import check_engine_audio
+from lib.engineprobe import Prober
 from lib.engines.base import Engine
 from lib.errors import EngineError, EngineTimeoutError, EngineUnavailableError, TTSError, log_safe
 from lib.metrics import Metrics
 from lib.textnorm import cut_text
 from lib.watchdogconfig import WatchdogConfig
 
-__all__ = ["RENEW_UNTIL", "Watchdog"]
+__all__ = ["RENEW_UNTIL", "SHUTDOWN_DRAIN", "Watchdog"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -67,8 +59,8 @@ _GRACE = 2.0
 _FAILING_AFTER = 3
 #: Seconds after a timeout before a probe checks the engine again.
 _PROBE_AFTER_TIMEOUT = 3.0
-#: What the probe speaks, in the engine's first preset voice.
-PROBE_TEXT = "OK."
+#: Seconds engine calls under way may go on once the server is told to stop (SIGTERM).
+SHUTDOWN_DRAIN = 3.0
 #: How often a waiting caller looks whether the service is shutting down.
 _POLL = 0.25
 
@@ -97,29 +89,21 @@ class Watchdog:
     def __init__(self, engine: Engine, config: WatchdogConfig, metrics: Metrics | None = None) -> None:
         self.engine = engine
         self.config = config
-        self._metrics = metrics
+        self.metrics = metrics
         self._slots: int | None = getattr(engine, "concurrent_calls", 1)
         self._cond = threading.Condition()
         self._calls: set[_Call] = set()
         self._closed = False
-        self._drain_until = float("inf")
-        """Monotonic time shutdown stops every call (:meth:`drain`)."""
+        self._drain_until = float("inf")  # when shutdown stops every call (drain)
         self._interrupted = False
         self._failures = 0
         self._last_error = ""
         self._probe: dict[str, Any] | None = None
         self._probe_due = time.monotonic() + config.probe_interval
         self.timeouts = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        if config.probe_interval > 0:
-            self._thread = threading.Thread(target=self._probe_loop, name="engine-probe", daemon=True)
-            self._thread.start()
+        self._prober = Prober(self) if config.probe_interval > 0 else None
 
     # -- calls ------------------------------------------------------------------------------
-
-    def deadline(self, *, chars: int = 0, audio_seconds: float = 0.0) -> float:
-        return self.config.deadline(chars=chars, audio_seconds=audio_seconds)
 
     def run(self, call: str, deadline: float, fn: Callable[[], T]) -> T:
         """``fn()`` (one engine call) in a thread of its own, given up at ``deadline``
@@ -205,9 +189,12 @@ class Watchdog:
                     assert stuck.overdue_since is not None
                     waited = time.monotonic() - stuck.overdue_since
                     if waited >= _GRACE:
-                        if self._metrics is not None:
-                            self._metrics.engine_refused.labels(name).inc()
-                        raise EngineUnavailableError(self._stuck_message(stuck))
+                        if self.metrics is not None:
+                            self.metrics.engine_refused.labels(name).inc()
+                        raise EngineUnavailableError(
+                            f"the {name} engine is stuck: {self._stuck_message(stuck)} (cached results are still "
+                            "served); retry later"
+                        )
                     self._cond.wait(_GRACE - waited)
                 elif self._slots is None or len(self._calls) < self._slots:
                     break
@@ -252,15 +239,9 @@ class Watchdog:
             c.overdue_since = time.monotonic()
             self.timeouts += 1
             self._probe_due = time.monotonic() + _PROBE_AFTER_TIMEOUT
-        if self._metrics is not None:
-            self._metrics.engine_timeouts.labels(name, c.call).inc()
-        interrupt = getattr(self.engine, "interrupt", None)
-        interrupted = False
-        if callable(interrupt):
-            try:
-                interrupted = bool(interrupt())
-            except Exception as exc:
-                _LOGGER.error("engine %s: could not interrupt the stuck call: %s", name, log_safe(exc))
+        if self.metrics is not None:
+            self.metrics.engine_timeouts.labels(name, c.call).inc()
+        interrupted = self._interrupt()
         _LOGGER.error(
             "engine %s: a %s call passed its %.1f s deadline; failed with 504, %s", name, c.call, c.deadline,
             "engine interrupted" if interrupted else "it cannot be interrupted: new calls are refused until it returns",
@@ -294,11 +275,9 @@ class Watchdog:
         return min(overdue, key=lambda c: c.started) if overdue else None
 
     def _stuck_message(self, c: _Call) -> str:
-        ago = time.monotonic() - (c.overdue_since or c.due)
         return (
-            f"the {self.engine.name} engine is stuck: a {_WHAT.get(c.call, c.call)} passed its {c.deadline:.0f} s "
-            f"deadline {ago:.0f} s ago and has not returned; new engine calls are refused until it does "
-            "(cached results are still served); retry later"
+            f"a {_WHAT.get(c.call, c.call)} passed its {c.deadline:.0f} s deadline {time.monotonic() - c.due:.0f} s "
+            "ago and has not returned; new engine calls are refused until it does"
         )
 
     # -- health -----------------------------------------------------------------------------
@@ -312,12 +291,7 @@ class Watchdog:
             failures, last_error, in_flight = self._failures, self._last_error, len(self._calls)
         reason = None
         if late:
-            c = min(late, key=lambda c: c.started)
-            reason = (
-                f"engine stuck: a {_WHAT.get(c.call, c.call)} call passed its {c.deadline:.0f} s deadline "
-                f"{now - c.due:.0f} s ago and has not returned; new engine calls are refused until it does"
-            )
-            state = "stuck"
+            state, reason = "stuck", "engine stuck: " + self._stuck_message(min(late, key=lambda c: c.started))
         elif probe is not None and not probe["ok"] and not probe.get("superseded"):
             state, reason = "failing", f"engine failing: the probe synthesis {probe['result']}: {probe['error']}"
         elif failures >= _FAILING_AFTER:
@@ -329,74 +303,54 @@ class Watchdog:
             "failures_in_a_row": failures, "probe": probe,
         }  # fmt: skip
 
+    def annotate(self, health: dict[str, Any]) -> dict[str, Any]:
+        """``health`` (the stores', lib.dashboard) with the engine's: ``engine_state``,
+        and "degraded" with the reason while the engine is stuck or failing."""
+        engine = self.health()
+        health["engine_state"] = engine
+        if engine["reason"]:
+            health["reasons"] = [*health.get("reasons", []), engine["reason"]]
+            if health.get("status") == "ok":
+                health["status"] = "degraded"
+        return health
+
     def _gauge(self) -> None:
-        if self._metrics is not None:
-            self._metrics.engine_healthy.set(1 if self.health()["state"] == "ok" else 0)
+        if self.metrics is not None:
+            self.metrics.engine_healthy.set(1 if self.health()["state"] == "ok" else 0)
 
-    # -- probes -----------------------------------------------------------------------------
+    # -- probes (lib.engineprobe runs them) ---------------------------------------------------
 
-    def probe(self) -> dict[str, Any]:
-        """One probe synthesis now (through the deadline like any call); what it found
-        is kept for :meth:`health`. Skipped when the engine has no preset voice."""
-        engine = self.engine
-        presets = engine.presets()
-        if not presets or "preset" not in engine.modes:
-            return {"ok": True, "result": "skipped", "error": "the engine has no preset voice to probe with"}
-        started = time.monotonic()
-        result, error = "ok", ""
-        try:
-            voice = engine.preset_voice(presets[0])
-            synth = self.run(
-                "probe", self.deadline(chars=len(PROBE_TEXT)),
-                lambda: engine.synthesise(PROBE_TEXT, voice, style="", seed=0, speed=1.0, mode="preset"),
-            )  # fmt: skip
-            check_engine_audio(synth.audio)
-        except EngineTimeoutError as exc:
-            result, error = "timed out", str(exc)
-        except EngineUnavailableError as exc:
-            if self._closed or self._stuck() is not None:
-                return {"ok": False, "result": "not run", "error": str(exc)}
-            result, error = "failed", str(exc)
-        except Exception as exc:
-            result, error = "failed", f"{type(exc).__name__}: {exc}"
-        found = {
-            "ok": result == "ok", "result": result, "error": cut_text(error, 160) if error else None,
-            "seconds": round(time.monotonic() - started, 3), "at": round(time.time(), 3),
-        }  # fmt: skip
-        if result != "ok":
-            _LOGGER.error("engine %s: the probe synthesis %s: %s", engine.name, result, cut_text(error, 160))
-        if self._metrics is not None:
-            self._metrics.engine_probes.labels(engine.name, result.replace("timed out", "timeout")).inc()
+    def record_probe(self, found: dict[str, Any]) -> None:
         with self._cond:
             self._probe = found
         self._gauge()
-        return found
 
-    def _probe_loop(self) -> None:
-        while not self._stop.is_set():
-            with self._cond:
-                wait = self._probe_due - time.monotonic()
-                idle = not self._calls
-            if wait > 0 or not idle:
-                self._stop.wait(max(wait, _POLL * 4))
-                continue
-            try:
-                self.probe()
-            except Exception as exc:  # the probe thread must not die
-                _LOGGER.error("engine probe failed: %s", log_safe(exc))
-            with self._cond:
-                self._probe_due = time.monotonic() + self.config.probe_interval
+    def postpone_probe(self) -> None:
+        with self._cond:
+            self._probe_due = time.monotonic() + self.config.probe_interval
+
+    def until_probe(self) -> float:
+        """Seconds until a probe is due (at least a moment while a call runs)."""
+        with self._cond:
+            wait = self._probe_due - time.monotonic()
+            return max(wait, _POLL * 4) if self._calls else wait
+
+    def refusing(self) -> bool:
+        """Whether new calls are refused now (shutdown, or a call stuck)."""
+        with self._cond:
+            return self._closed or self._stuck() is not None
 
     # -- shutdown ---------------------------------------------------------------------------
 
-    def drain(self, seconds: float) -> None:
+    def drain(self, seconds: float = SHUTDOWN_DRAIN) -> None:
         """Shutdown has begun (SIGTERM): calls may go on for ``seconds`` more -- a stream
         under way may finish its result -- then every one still running is stopped
         (its caller fails with 503) and the engine interrupted. Callable from any thread."""
         with self._cond:
             self._drain_until = min(self._drain_until, time.monotonic() + seconds)
             self._cond.notify_all()
-        self._stop.set()
+        if self._prober is not None:
+            self._prober.stop(join=False)
 
     def close(self) -> None:
         """Take no more calls, wake every waiting caller (they fail with 503) and
@@ -404,10 +358,9 @@ class Watchdog:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        self._stop.set()
         self._interrupt_once()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        if self._prober is not None:
+            self._prober.stop()
 
     def _interrupt_once(self) -> None:
         """At shutdown: interrupt the engine if a call is running (once)."""
@@ -415,12 +368,16 @@ class Watchdog:
             if self._interrupted or not self._calls:
                 return
             self._interrupted = True
+        self._interrupt()
+
+    def _interrupt(self) -> bool:
+        """``engine.interrupt()`` where the engine has one; True if it stopped something."""
         interrupt = getattr(self.engine, "interrupt", None)
-        if callable(interrupt):
-            try:
-                interrupt()
-            except Exception as exc:
-                _LOGGER.error("engine %s: could not interrupt at shutdown: %s", self.engine.name, log_safe(exc))
+        try:
+            return callable(interrupt) and bool(interrupt())
+        except Exception as exc:
+            _LOGGER.error("engine %s: could not interrupt the call: %s", self.engine.name, log_safe(exc))
+            return False
 
     def close_engine(self, timeout: float = 3.0) -> bool:
         """``engine.close()``, given up after ``timeout`` seconds (a call stuck inside the

@@ -162,7 +162,7 @@ class _Server(uvicorn.Server):
 def serve(app: Any, server: ServerConfig, *, on_exit: Callable[[], None] | None = None, **options: Any) -> None:
     """Serve ``app`` until interrupted (what ``webui.py`` and ``python -m lib.api`` run).
     ``on_exit`` is called once the server is told to stop, before it waits for the
-    responses under way (``TTSService.stopping``: engine calls get a few seconds more).
+    responses under way (``Watchdog.drain``: engine calls get a few seconds more).
 
     Returns after SIGTERM as after Ctrl-C, so that the caller's ``finally`` closes the
     service (pending cache writes flushed, threads joined): uvicorn re-raises the signal

@@ -58,13 +58,13 @@ class WatchedEngine:
         return self.inner.preset_voice(name)
 
     def extract_voice(self, prompt_pcm: NDArray[Any], prompt_text: str) -> VoiceProfile:
-        deadline = self.watchdog.deadline(audio_seconds=_seconds(prompt_pcm))
+        deadline = self.watchdog.config.deadline(audio_seconds=_seconds(prompt_pcm))
         return self.watchdog.run("extract_voice", deadline, lambda: self.inner.extract_voice(prompt_pcm, prompt_text))
 
     def synthesise(
         self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
     ) -> Synthesis:
-        deadline = self.watchdog.deadline(chars=_chars(text, speed))
+        deadline = self.watchdog.config.deadline(chars=_chars(text, speed))
         return self.watchdog.run(
             "synthesise", deadline,
             lambda: self.inner.synthesise(text, voice, style=style, seed=seed, speed=speed, mode=mode),
@@ -73,7 +73,7 @@ class WatchedEngine:
     def stream(
         self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
     ) -> Iterator[NDArray[Any]]:
-        deadline = self.watchdog.deadline(chars=_chars(text, speed))
+        deadline = self.watchdog.config.deadline(chars=_chars(text, speed))
         return self.watchdog.iterate(
             "stream", deadline, lambda: self.inner.stream(text, voice, style=style, seed=seed, speed=speed, mode=mode)
         )
@@ -86,7 +86,7 @@ class WatchedEngine:
         if isinstance(speed, (int, float)) and 0 < speed < 1:
             seconds /= speed
         return self.watchdog.run(
-            "convert", self.watchdog.deadline(audio_seconds=seconds),
+            "convert", self.watchdog.config.deadline(audio_seconds=seconds),
             lambda: inner.convert(source_pcm, voice, seed=seed, speed=speed),
         )  # fmt: skip
 
