@@ -63,7 +63,7 @@ _DEADLINE_BASE = 10.0
 _DEADLINE_PER_CHAR = 0.02
 #: Deadline of the ``info`` call at start (Python start-up of the worker included).
 _INFO_DEADLINE = 60.0
-#: Texts that crashed or hung espeak-ng, remembered (by digest) to refuse them at once.
+#: Requests that crashed espeak-ng, remembered (by digest) to refuse them at once.
 _POISON_MEMORY = 1024
 
 
@@ -104,9 +104,9 @@ class EspeakSynth:
     Every call has a deadline (:func:`call_deadline`): the reply is read with ``poll``,
     so a worker that dies is seen at once (end of file) and one that goes silent is
     killed, with its whole process group, when the deadline passes; either way the lock
-    is released and the next call starts a fresh worker. A text that crashed or hung
-    the worker is remembered (:data:`_POISON_MEMORY` of them) and refused at once the
-    next time, without running espeak-ng again: it would do the same."""
+    is released and the next call starts a fresh worker. A text that crashed espeak-ng
+    is remembered (:data:`_POISON_MEMORY` of them) and refused at once the next time,
+    without running it again: it would crash the same way (a fresh fork per call)."""
 
     def __init__(self, argv: list[str] | None = None) -> None:
         if argv is None:
@@ -154,8 +154,8 @@ class EspeakSynth:
                     payload = self._read(proc, size, until)
                 except _Silent as exc:
                     self._kill(proc)
+                    # Not remembered, unlike a crash: a loaded machine, not the text, may be why.
                     message = f"espeak-ng gave no answer within {deadline:.0f} s and was stopped"
-                    self._remember(digest, message)
                     _LOGGER.error("espeak-ng worker silent for %.1f s: killed and replaced (%s)", deadline, exc)
                     raise EngineTimeoutError(message + "; nothing was cached") from exc
                 except (EOFError, OSError) as exc:
