@@ -149,11 +149,17 @@ class DiskLeases:
         return float(expire) if value is not None and expire is not None else None
 
     def sweep(self) -> int:
-        """Remove the expired leases of holders that died (they are ignored anyway)."""
-        with self._disk.using("sweep", write=True) as cache:
-            if cache is not None:
-                return int(cache.expire())
-        return 0
+        """Remove the expired leases of holders that died (they are ignored anyway). A
+        busy lock store is left alone: the next sweep does it."""
+        cache = self._disk.open(write=True)
+        if cache is None:
+            return 0
+        try:
+            return int(cache.expire())
+        except STORE_ERRORS as exc:
+            if not _busy(exc):
+                self._disk.failed("sweep", exc, cache)
+            return 0
 
     def close(self) -> None:
         self._disk.close()
