@@ -419,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _LOGGER.info("serving %s on http://%s:%d/", service.tag, config.server.host, config.server.port)
     started = time.time()
     try:
-        serve(app, config.server, log_level="warning")
+        serve(app, config.server, on_exit=service.watchdog.drain, log_level="warning")
     finally:
         service.close()
         _LOGGER.info("stopped after %.0f s", time.time() - started)

@@ -22,6 +22,7 @@ from lib.errors import ConfigError
 from lib.provenance import ProvenanceConfig
 from lib.serverconfig import ServerConfig
 from lib.voicemap import OpenAIConfig
+from lib.watchdogconfig import WatchdogConfig
 
 __all__ = [
     "ENGINE_NAMES",
@@ -39,6 +40,7 @@ __all__ = [
     "TemplatesConfig",
     "TextConfig",
     "VoicesConfig",
+    "WatchdogConfig",
     "default_config_path",
     "load_config",
     "parse_size",
@@ -288,6 +290,7 @@ class AppConfig:
     templates: TemplatesConfig = field(default_factory=TemplatesConfig)
     provenance: ProvenanceConfig = field(default_factory=ProvenanceConfig)
     openai: OpenAIConfig = field(default_factory=OpenAIConfig)
+    watchdog: WatchdogConfig = field(default_factory=WatchdogConfig)
 
     def __post_init__(self) -> None:
         _check(self)

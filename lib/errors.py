@@ -18,6 +18,7 @@ __all__ = [
     "ConflictError",
     "ConfusableNameError",
     "EngineError",
+    "EngineTimeoutError",
     "EngineUnavailableError",
     "ForbiddenError",
     "NotAudioError",
@@ -120,6 +121,13 @@ class EngineUnavailableError(EngineError):
     """The engine cannot serve at all: missing model, missing packages (HTTP 503)."""
 
     http_status = 503
+
+
+class EngineTimeoutError(EngineError):
+    """An engine call passed its deadline (``watchdog:`` in config.yaml) and was given
+    up; nothing was cached (HTTP 504)."""
+
+    http_status = 504
 
 
 def log_safe(exc: BaseException) -> str:

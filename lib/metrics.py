@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -92,6 +92,25 @@ class Metrics:
             "tts_template_refines", "Background syntheses of composed sentences (done, failed, dropped)",
             ["result"], registry=r,
         )  # fmt: skip
+        # The engine watchdog (lib.watchdog); ``call`` is synthesise, stream, convert,
+        # extract_voice or probe.
+        self.engine_timeouts = Counter(
+            "tts_engine_timeouts", "Engine calls that passed their deadline (failed with 504)", ["engine", "call"],
+            registry=r,
+        )  # fmt: skip
+        self.engine_refused = Counter(
+            "tts_engine_refused", "Engine calls refused (503) while an earlier call was stuck past its deadline",
+            ["engine"], registry=r,
+        )  # fmt: skip
+        self.engine_probes = Counter(
+            "tts_engine_probes", "Health probe syntheses by result (ok, failed, timeout)", ["engine", "result"],
+            registry=r,
+        )  # fmt: skip
+        self.engine_healthy = Gauge(
+            "tts_engine_healthy", "1 while the engine watchdog sees the engine working; 0 while it is stuck or failing",
+            registry=r,
+        )  # fmt: skip
+        self.engine_healthy.set(1)
         r.register(_GaugeCollector(gauges))
         # The children of the per-request instruments, found once: ``labels()`` checks its
         # arguments and takes a lock on every call, and these are counted on every request.

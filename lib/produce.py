@@ -18,13 +18,15 @@ from numpy.typing import NDArray
 from lib.audio import check_engine_audio, float_to_int16
 from lib.cache.entry import CachedAudio
 from lib.cache.keys import model_tag
+from lib.cache.leases import NO_LEASE, Lease
 from lib.config import AppConfig
-from lib.engines.base import Engine, VoiceConverter
+from lib.engines.base import Engine, VoiceConverter, can_convert
 from lib.errors import EngineError, TTSError, log_safe
 from lib.metrics import Metrics
 from lib.request import Resolved
 from lib.stats import Stats
 from lib.voices import Voices
+from lib.watchdog import RENEW_UNTIL
 
 __all__ = ["OnChunk", "Producer"]
 
@@ -45,10 +47,23 @@ class Producer:
         self.config = config
         self.tag = model_tag(engine.name, engine.model_version)
 
-    def produce(self, r: Resolved, on_chunk: OnChunk | None = None) -> tuple[CachedAudio, dict[str, float]]:
+    def produce(
+        self, r: Resolved, on_chunk: OnChunk | None = None, lease: Lease = NO_LEASE
+    ) -> tuple[CachedAudio, dict[str, float]]:
         """A new entry for ``r`` and the milliseconds spent (``voice``, ``engine``). With
         ``on_chunk``, the engine's own stream is used and each chunk is passed on as it
-        comes; the entry is their concatenation, so what was streamed is what is cached."""
+        comes; the entry is their concatenation, so what was streamed is what is cached.
+
+        ``self.engine`` is the engine behind the watchdog (lib.engines.watched): every call
+        has a deadline, and ``lease`` (the key's single-flight lease) is not renewed past
+        the deadline of the call running under it."""
+        bound = RENEW_UNTIL.set(lease.renew_until)
+        try:
+            return self._produce(r, on_chunk)
+        finally:
+            RENEW_UNTIL.reset(bound)
+
+    def _produce(self, r: Resolved, on_chunk: OnChunk | None) -> tuple[CachedAudio, dict[str, float]]:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         voice = self.voices.profile(r)
@@ -57,9 +72,10 @@ class Producer:
         t1 = time.perf_counter()
         try:
             if r.source is not None:
-                if not isinstance(self.engine, VoiceConverter):  # resolve refuses this first
-                    raise EngineError(f"the {self.engine.name} engine cannot convert recordings")
-                synth = self.engine.convert(r.source.pcm, voice, seed=f.seed, speed=f.speed)
+                engine = self.engine
+                if not (can_convert(engine) and isinstance(engine, VoiceConverter)):  # resolve refuses this first
+                    raise EngineError(f"the {engine.name} engine cannot convert recordings")
+                synth = engine.convert(r.source.pcm, voice, seed=f.seed, speed=f.speed)
                 audio, info = synth.audio, dict(synth.info)
             elif on_chunk is not None:
                 audio, info = self._stream(r, voice, on_chunk)

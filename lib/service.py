@@ -36,6 +36,7 @@ from lib.compose.templates import Template
 from lib.config import AppConfig, default_config_path, load_config
 from lib.dashboard import Dashboard
 from lib.engines import Engine, create_engine
+from lib.engines.watched import WatchedEngine
 from lib.errors import TTSError, ValidationError
 from lib.files import ResultFiles
 from lib.metrics import Metrics
@@ -51,6 +52,7 @@ from lib.upgrade import Readiness
 from lib.voices import Voices
 from lib.voices.library import VoiceLibrary
 from lib.voices.profiles import VoiceProfiles
+from lib.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from lib.objects.tier import ObjectTier
@@ -72,6 +74,9 @@ class TTSService:
         self.tag = model_tag(self.engine.name, self.engine.model_version)
         self.cache_dir = Path(config.cache.dir)
         self.metrics = Metrics(lambda: self.dashboard.gauges())
+        self.watchdog = Watchdog(self.engine, config.watchdog, self.metrics)
+        """Deadlines on every engine call and the engine's health (lib.watchdog)."""
+        watched = WatchedEngine(self.engine, self.watchdog)  # what everything that calls the engine gets
         self.disks = LocalStores(config.cache, self._store_error, profile_bytes=config.voices.profile_bytes)
         """Every store under cache.dir, their shared size budget and their upkeep."""
         self.stats = Stats(self.disks.meta, max_phrases=config.cache.stats_phrases)
@@ -98,16 +103,16 @@ class TTSService:
         # Profiles are derived data: their own store, bounded and evicted (saved voices are not).
         self._profile_store = self.disks.profiles
         profiles = VoiceProfiles(
-            self.engine, self._profile_store, config.voices.memory_bytes, on_extract=self.metrics.voice_extractions.inc
+            watched, self._profile_store, config.voices.memory_bytes, on_extract=self.metrics.voice_extractions.inc
         )
         if self.shared is not None:
             profiles.shared = self.library.shared = self.shared
         limits = PromptLimits(max_seconds=config.prompt.max_seconds, max_bytes=config.prompt.max_upload_bytes)
         self.decoder = PromptDecoder(limits, config.prompt.memory_bytes)
-        self.voices = Voices(self.engine, self.library, profiles, self.decoder, config)
+        self.voices = Voices(watched, self.library, profiles, self.decoder, config)
         self.profiles = profiles
         self.resolver = Resolver(self.engine, self.voices, config)
-        self.producer = Producer(self.engine, self.voices, self.stats, self.metrics, config)
+        self.producer = Producer(watched, self.voices, self.stats, self.metrics, config)
         self.admin = Admin(self.tiers, profiles, self.decoder, self.disks.verify_side)
         if self.shared is not None:  # evictions and clears on other replicas reach this one's local tiers
             self.shared.follow_evictions(self.admin.apply_remote, self.cache_dir / "shared-evictions.json")
@@ -344,7 +349,8 @@ class TTSService:
         return self.dashboard.snapshot(top, texts=allows(caller, Action.READ_TEXTS))
 
     def health(self) -> dict[str, Any]:
-        return self.dashboard.health(str(self.cache_dir))
+        """The stores' health (lib.dashboard) and the engine's (lib.watchdog)."""
+        return self.watchdog.annotate(self.dashboard.health(str(self.cache_dir)))
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -353,6 +359,9 @@ class TTSService:
         if self._closed:
             return
         self._closed = True
+        # First: a call stuck in the engine is interrupted and every caller waiting on one
+        # fails at once, so that nothing below waits for the engine (SIGTERM ends in seconds).
+        self.watchdog.close()
         self.voices.close()
         self.refiner.close()
         self.streams.close()
@@ -368,7 +377,7 @@ class TTSService:
         if self.objects is not None:
             self.objects.close()
         self.files.close()
-        self.engine.close()
+        self.watchdog.close_engine()
 
     # -- internals ----------------------------------------------------------------------
 

@@ -6,15 +6,21 @@ the measured wait is printed."""
 
 from __future__ import annotations
 
+import re
 import signal
+import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+import httpx
 
 from lib.engines.tone import ToneEngine
 from lib.request import TTSRequest
 from lib.service import TTSService
+from tests.server_process import ServerProcess
 from tests.test_cache import make_config, speak
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,3 +83,62 @@ def test_a_killed_lock_holder_blocks_its_key_for_one_lease_at_most(tmp_path: Pat
         if holder.stderr is not None:
             holder.stderr.close()
         svc.close()
+
+
+# -- contention is not failure ------------------------------------------------------------
+
+
+def _engine_calls(url: str) -> float:
+    found = re.search(r"^tts_engine_calls_total (\S+)$", httpx.get(url + "/metrics", timeout=30).text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def _hold_the_lock_store(db: Path, seconds: float, holding: threading.Event) -> None:
+    """Another writer keeps the lock database's write lock for ``seconds``: every lease
+    operation meanwhile finds it busy (longer than its 1 s busy time-out)."""
+    conn = sqlite3.connect(str(db), timeout=30, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        holding.set()
+        time.sleep(seconds)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def test_64_streamed_misses_across_two_processes_under_lock_contention_run_the_engine_once_per_key(
+    tmp_path: Path,
+) -> None:
+    cache = tmp_path / "cache"
+    # Two segments each: 16 sentences of their own and one that all 16 share, 17 keys.
+    texts = [f"Sentence number {i} of the contention test. And a second sentence for all of them." for i in range(16)]
+    settings = {"TTS_WATCHDOG_PROBE_INTERVAL": "0", "TTS_TEMPLATES_FILE": "null"}
+    with (
+        ServerProcess(cache, tmp_path / "a.log", **settings) as a,
+        ServerProcess(cache, tmp_path / "b.log", **settings) as b,
+    ):
+        holding = threading.Event()
+        holder = threading.Thread(target=_hold_the_lock_store, args=(cache / "locks" / "cache.db", 2.5, holding))
+        holder.start()
+        assert holding.wait(30)
+        jobs = [(server.url, text) for text in texts for server in (a, b, a, b)]  # 64: each text 4 times, 2 per process
+        answers: list[tuple[int, str, int]] = []
+
+        def stream(url: str, text: str) -> None:
+            with httpx.stream("POST", url + "/api/tts", data={"text": text, "voice": "tone-low", "stream": "true"},
+                              timeout=120) as r:  # fmt: skip
+                body = b"".join(r.iter_bytes())
+                answers.append((r.status_code, r.headers.get("x-cache", ""), len(body)))
+
+        threads = [threading.Thread(target=stream, args=job) for job in jobs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        holder.join()
+        assert len(answers) == 64 and all(status == 200 and size > 44 for status, _, size in answers), answers
+        calls = _engine_calls(a.url) + _engine_calls(b.url)
+        log = a.read_log() + b.read_log()
+    assert calls == 17, f"{calls:g} engine calls for 17 keys"  # one per key, across both processes
+    assert "serving without it" not in log and " ERROR " not in log
+    print(f"\n64 streamed misses of 17 segment keys on 2 processes, lock store busy 2.5 s: {calls:g} engine calls")

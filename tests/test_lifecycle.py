@@ -17,7 +17,14 @@ from lib.engines.tone import ToneEngine
 from lib.request import TTSRequest
 from lib.service import TTSService
 
-_SERVICE_THREADS = {"cache-writer", "lease-renewer", "stats-flush", "voice-prewarm", "shared-tier-stats"}
+_SERVICE_THREADS = {
+    "cache-writer",
+    "lease-renewer",
+    "stats-flush",
+    "voice-prewarm",
+    "shared-tier-stats",
+    "engine-probe",
+}
 
 
 def test_flush_waits_for_earlier_jobs_only() -> None:
@@ -146,7 +153,7 @@ def test_close_joins_every_thread_the_service_started(tmp_path: Path) -> None:
     svc = TTSService(config, ToneEngine(delay=0.05))
     svc.synthesise(TTSRequest(text="hello", voice="tone-low"))
     started = [t for t in threading.enumerate() if t.ident not in before]
-    assert {t.name for t in started} >= {"cache-writer", "lease-renewer", "stats-flush"}
+    assert {t.name for t in started} >= {"cache-writer", "lease-renewer", "stats-flush", "engine-probe"}
     svc.close()
     alive = [t.name for t in started if t.is_alive() and t.name in _SERVICE_THREADS]
     assert alive == []

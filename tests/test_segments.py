@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lib.audio import float_to_int16
 from lib.compose.assemble import Finish, Joiner, to_float, trim
@@ -61,6 +63,27 @@ def test_tiny_pieces_join_their_neighbour() -> None:
     assert texts("请稍等。好。") == ["请稍等。好。"]
     assert texts("好。请稍等。") == ["好。请稍等。"]
     assert texts("Fine. ”") == ["Fine. ”"]
+
+
+def test_a_run_of_tiny_pieces_is_never_one_segment_longer_than_max_chars() -> None:
+    # Issue 26: "a. " * 333 was one 999-character segment, which crashed espeak-ng.
+    segments = texts("a. " * 333, 80)
+    assert len(segments) > 10 and max(len(s) for s in segments) <= 80
+    assert " ".join(segments) == ("a. " * 333).strip()  # nothing lost, nothing rewritten
+    first_tiny = texts("好。" + "请稍等一下。" * 20, 12)
+    assert max(len(s) for s in first_tiny) <= 12
+
+
+_PIECES = st.sampled_from(
+    ["a.", "b. ", "好。", "?", "!", " ", "…", "”", "Hi.", "no. 5", "e.g.", "，", "word ", "3.5", "A"]
+)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(st.lists(_PIECES, max_size=300).map("".join), st.integers(min_value=10, max_value=200))
+def test_no_segment_is_ever_longer_than_max_chars(text: str, max_chars: int) -> None:
+    segments = split(" ".join(text.split()), max_chars)
+    assert all(len(s.text) <= max_chars for s in segments), [len(s.text) for s in segments]
 
 
 def test_segments_are_stretches_of_the_text() -> None:
@@ -158,7 +181,7 @@ def test_normalise_reaches_the_target_and_never_passes_the_ceiling() -> None:
     quiet = (0.02 * rng.standard_normal(RATE * 3)).astype(np.float32)
     assert integrated_loudness(normalise(quiet, RATE, -16.0), RATE) == pytest.approx(-16.0, abs=0.1)
     peaky = quiet.copy()
-    peaky[RATE::RATE // 2] = 0.3  # isolated peaks that a plain gain would clip
+    peaky[RATE :: RATE // 2] = 0.3  # isolated peaks that a plain gain would clip
     out = normalise(peaky, RATE, -16.0)
     assert float(np.abs(out).max()) <= 10 ** (PEAK_CEILING_DB / 20) + 1e-6
     assert integrated_loudness(out, RATE) == pytest.approx(-16.0, abs=0.3)

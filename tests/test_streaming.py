@@ -7,16 +7,21 @@ the order of events is asserted, never the wall clock."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import diskcache
 import httpx
 import numpy as np
 import pytest
 
 from lib.api import create_app
+from lib.compose.composer import Composer
+from lib.compose.segments import split
 from lib.config import load_config
 from lib.encoders import wav_data_offset
 from lib.engines.tone import ToneEngine
@@ -24,6 +29,7 @@ from lib.request import TTSRequest
 from lib.service import TTSService
 from lib.streaming import open_wav_header
 from tests.api_server import LiveServer
+from tests.server_process import ServerProcess
 
 PARAGRAPH = "第一句话说的是天气。第二句话说的是交通。第三句话说的是时间。第四句话说的是地点。"
 HEADER = 44
@@ -227,3 +233,72 @@ def test_service_stream_yields_the_cached_whole_for_a_hit(service: TTSService, e
     answer = service.stream(TTSRequest(text=PARAGRAPH, voice="tone-low"))
     assert answer.cache == "HIT"
     assert np.array_equal(np.concatenate(list(answer.chunks)), made.audio.pcm)
+
+
+# -- a crash mid-stream -----------------------------------------------------------------
+
+
+def _hold_write_lock(db: Path, seconds: float, holding: threading.Event) -> None:
+    """Another writer holds the SQLite database's write lock for ``seconds`` (well under
+    the store's 60 s busy time-out: its writes wait, none fails)."""
+    conn = sqlite3.connect(str(db), timeout=30, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        holding.set()
+        time.sleep(seconds)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def test_kill_9_mid_stream_loses_no_segment_the_client_has_heard(tmp_path: Path, testdata_dir: Path) -> None:
+    """The real server (builtin engine, a cloned voice: about 0.2 s per sentence) is
+    killed (SIGKILL) the moment the client gets the first audio of the third sentence,
+    while another writer holds the audio store busy for a moment (its writes queue):
+    every segment of which the client got any audio is on disk afterwards, because each
+    is stored before its audio is sent. Before, the writer's queue died with the process
+    and none of them was stored."""
+    text = " ".join(f"This is sentence number {i} of a paragraph about the weather." for i in range(1, 9))
+    prompt = (testdata_dir / "zh_female_prompt.wav").read_bytes()
+    request = TTSRequest(text=text, prompt_audio=prompt, mode="cross_lingual")
+    env = {"TTS_ENGINE": "builtin", "TTS_WATCHDOG_PROBE_INTERVAL": "0", "TTS_TEMPLATES_FILE": "null"}
+
+    # The same request in this process, with a cache of its own: the keys of its segments
+    # and where the audio of each begins in the stream (the same bytes, bit for bit).
+    config = load_config(env={**env, "TTS_CACHE_DIR": str(tmp_path / "rehearsal"), "TTS_VOICES_PREWARM": "false"})
+    svc = TTSService(config)
+    try:
+        r = svc.resolve(request)
+        keys = [Composer._part(r, s.text).key for s in split(r.fields.text, config.segments.max_chars)]
+        starts = np.cumsum([0] + [c.size * 2 for c in svc.stream(request).chunks])[:-1]
+    finally:
+        svc.close()
+
+    cache = tmp_path / "cache"
+    server = ServerProcess(cache, tmp_path / "server.log", **env).start()
+    received = 0
+    busy = threading.Event()
+    holder = threading.Thread(target=_hold_write_lock, args=(cache / "audio" / "cache.db", 3.0, busy), daemon=True)
+    holder.start()
+    assert busy.wait(30)
+    try:
+        form = {"text": text, "mode": "cross_lingual", "stream": "true", "format": "pcm"}
+        with httpx.stream("POST", server.url + "/api/tts", data=form, timeout=300,
+                          files={"prompt_audio": ("prompt.wav", prompt, "audio/wav")}) as response:  # fmt: skip
+            assert response.status_code == 200 and response.headers["x-cache"] == "MISS"
+            for data in response.iter_raw():
+                received += len(data)
+                if received > starts[2]:  # the first audio of the third sentence
+                    server.kill()
+                    break
+    finally:
+        server.kill()
+        holder.join(30)
+    store = diskcache.Cache(str(cache / "audio"))
+    on_disk = set(store.iterkeys())
+    store.close()
+    heard = int(np.sum(starts < received))  # segments of which the client got audio
+    assert heard == 3 and len(keys) == 8
+    assert all(key in on_disk for key in keys[:heard]), [key in on_disk for key in keys]
+    print(f"\nkill -9 after {received} bytes: {heard} segments heard, "
+          f"{sum(key in on_disk for key in keys)} of {len(keys)} segments on disk")  # fmt: skip

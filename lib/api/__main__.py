@@ -32,7 +32,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        serve(create_app(service), config.server, log_level=args.log_level, access_log=False)
+        serve(
+            create_app(service),
+            config.server,
+            on_exit=service.watchdog.drain,
+            log_level=args.log_level,
+            access_log=False,
+        )
     finally:
         service.close()
     return 0

@@ -26,6 +26,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import h11
@@ -120,11 +124,17 @@ def guarded_protocol(header_timeout: float) -> type[H11Protocol]:
     return type("HeaderDeadlineH11", (_HeaderDeadline,), {"header_timeout": header_timeout})
 
 
+#: Seconds uvicorn waits, once told to stop, for the responses under way before it cancels
+#: them; uvicorn's default waits forever, and a request stuck on the engine held it so.
+GRACEFUL_SECONDS = 5
+
+
 def uvicorn_config(app: Any, server: ServerConfig, **options: Any) -> uvicorn.Config:
     """A uvicorn configuration serving ``app`` with the ``server:`` settings."""
     options.setdefault("host", server.host)
     options.setdefault("port", server.port)
     options.setdefault("log_level", "warning")
+    options.setdefault("timeout_graceful_shutdown", GRACEFUL_SECONDS)
     return uvicorn.Config(
         app,
         http=guarded_protocol(server.header_timeout),
@@ -135,7 +145,35 @@ def uvicorn_config(app: Any, server: ServerConfig, **options: Any) -> uvicorn.Co
     )
 
 
-def serve(app: Any, server: ServerConfig, **options: Any) -> None:
-    """Serve ``app`` until interrupted (what ``webui.py`` and ``python -m lib.api`` run)."""
-    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises Ctrl-C after shutting down, as uvicorn.run hides
-        uvicorn.Server(uvicorn_config(app, server, **options)).run()
+class _Server(uvicorn.Server):
+    """uvicorn's server telling the app when it is told to stop (SIGTERM, Ctrl-C)."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._on_exit is not None and not self.should_exit:
+            # From a thread: a signal handler must not take the locks the callback may take.
+            threading.Thread(target=self._on_exit, name="on-exit", daemon=True).start()
+        super().handle_exit(sig, frame)
+
+
+def serve(app: Any, server: ServerConfig, *, on_exit: Callable[[], None] | None = None, **options: Any) -> None:
+    """Serve ``app`` until interrupted (what ``webui.py`` and ``python -m lib.api`` run).
+    ``on_exit`` is called once the server is told to stop, before it waits for the
+    responses under way (``Watchdog.drain``: engine calls get a few seconds more).
+
+    Returns after SIGTERM as after Ctrl-C, so that the caller's ``finally`` closes the
+    service (pending cache writes flushed, threads joined): uvicorn re-raises the signal
+    it caught once it has shut down, and SIGTERM's default action ended the process on
+    the spot, skipping that."""
+    restore = None
+    if threading.current_thread() is threading.main_thread():
+        restore = signal.signal(signal.SIGTERM, signal.default_int_handler)  # re-raised as KeyboardInterrupt
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the signal after shutting down
+            _Server(uvicorn_config(app, server, **options), on_exit).run()
+    finally:
+        if restore is not None:
+            signal.signal(signal.SIGTERM, restore)

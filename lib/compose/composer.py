@@ -109,7 +109,7 @@ class Composer:
         made = Made("MISS")
 
         def produce(lease: Lease) -> CachedAudio:
-            entry = self._build(r, made, on_chunk, use_cache=True)
+            entry = self._build(r, made, on_chunk, use_cache=True, lease=lease)
             if r.store:
                 self.tiers.keep(entry, lease, origin=r.origin)  # releases the lease once the entry is on disk
             else:
@@ -174,11 +174,13 @@ class Composer:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _build(self, r: Resolved, made: Made, on_chunk: OnChunk | None, *, use_cache: bool) -> CachedAudio:
+    def _build(
+        self, r: Resolved, made: Made, on_chunk: OnChunk | None, *, use_cache: bool, lease: Lease = NO_LEASE
+    ) -> CachedAudio:
         if not r.fields.finish:
             # The engine's audio is the answer, under its own raw key (the old path); a
             # streamed answer comes as the engine streams it (CosyVoice2/3: every ~25 tokens).
-            entry, spent = self.producer.produce(r, on_chunk)
+            entry, spent = self.producer.produce(r, on_chunk, lease)
             made.spend(spent)
             return entry
         finish = self.finish
@@ -193,7 +195,9 @@ class Composer:
         for i, seg in enumerate(segments):
             part = self._part(r, seg.text)
             store = use_cache and r.store and not single
-            raw = self._segment(part, made, use_cache=use_cache, store=store, role="segment")
+            # A lone segment runs under the result's lease: its engine call bounds that lease.
+            outer = lease if single else NO_LEASE
+            raw = self._segment(part, made, use_cache=use_cache, store=store, role="segment", outer=outer)
             rate = raw.sample_rate
             keys.append(raw.key)
             cost += float(raw.meta.get("engine_seconds", 0.0))
@@ -214,8 +218,9 @@ class Composer:
         return CachedAudio.from_pcm(r.key, np.concatenate(chunks), rate, meta)
 
     def _segment(
-        self, part: Resolved, made: Made, *, use_cache: bool, store: bool, role: str, template: str = ""
-    ) -> CachedAudio:
+        self, part: Resolved, made: Made, *, use_cache: bool, store: bool, role: str, template: str = "",
+        outer: Lease = NO_LEASE,
+    ) -> CachedAudio:  # fmt: skip
         """One segment or piece: from the cache, or made (once across threads and
         processes when it is to be stored)."""
         if use_cache:
@@ -225,11 +230,12 @@ class Composer:
                 return found[0]
 
         def produce(lease: Lease) -> CachedAudio:
-            entry, spent = self.producer.produce(part)
+            entry, spent = self.producer.produce(part, lease=outer if lease is NO_LEASE else lease)
             made.spend(spent)
             entry = _marked(entry, role, template, unit_loudness(entry.pcm, entry.sample_rate))
             if store:
-                self.tiers.keep(entry, lease, origin=part.origin)
+                # On disk before it is used: a crash after this loses no finished segment.
+                self.tiers.keep(entry, lease, origin=part.origin, durable=True)
             else:
                 lease.release()
             return entry

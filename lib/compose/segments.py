@@ -18,7 +18,9 @@ Rules (text is already normalised: NFKC, one space for any white space):
   within the limit, else at its last space, else at the limit (not inside a Latin word
   or a number where that can be helped).
 - A piece with fewer than two letters or digits ("好。", a stray "”") joins the segment
-  before it (or after it, at the start): too short to be worth its own pause.
+  before it (or after it, at the start): too short to be worth its own pause -- unless
+  the two together would be longer than ``max_chars``. No segment is ever longer than
+  ``max_chars``, whatever the text is made of.
 
 Each segment carries the pause that follows it: ``sentence`` after a sentence end,
 ``clause`` after a cut at a clause mark or a space, ``none`` after a hard cut.
@@ -70,7 +72,7 @@ def split(text: str, max_chars: int) -> list[Segment]:
     spans: list[tuple[int, int, str]] = []
     for start, end in _sentences(text):
         spans.extend(_cut(text, start, end, max_chars))
-    merged = _merge_short(text, spans)
+    merged = _merge_short(text, spans, max_chars)
     return [Segment(text[a:b].strip(), pause) for a, b, pause in merged]
 
 
@@ -165,13 +167,20 @@ def _word_chars(text: str) -> int:
     return sum(1 for ch in text if ch.isalnum())
 
 
-def _merge_short(text: str, spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+def _merge_short(text: str, spans: list[tuple[int, int, str]], max_chars: int) -> list[tuple[int, int, str]]:
+    """Short pieces joined to the segment before them (the first one to the one after),
+    never beyond ``max_chars``: a run of short pieces ("a. " * 333) becomes segments of
+    up to ``max_chars`` each, not one segment of all of them."""
     merged: list[tuple[int, int, str]] = []
     for a, b, pause in spans:
-        if merged and _word_chars(text[a:b]) < _MIN_WORD_CHARS:
+        if merged and _word_chars(text[a:b]) < _MIN_WORD_CHARS and b - merged[-1][0] <= max_chars:
             merged[-1] = (merged[-1][0], b, pause)
         else:
             merged.append((a, b, pause))
-    if len(merged) > 1 and _word_chars(text[merged[0][0] : merged[0][1]]) < _MIN_WORD_CHARS:
+    if (
+        len(merged) > 1
+        and _word_chars(text[merged[0][0] : merged[0][1]]) < _MIN_WORD_CHARS
+        and merged[1][1] - merged[0][0] <= max_chars
+    ):
         merged[:2] = [(merged[0][0], merged[1][1], merged[1][2])]
     return merged

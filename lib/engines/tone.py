@@ -32,6 +32,8 @@ class ToneEngine:
     sample_rate = 22_050
     modes = frozenset(MODES)
     style_modes = frozenset(MODES)
+    concurrent_calls = None
+    """Calls the engine watchdog admits at once: no limit (the tone takes no lock)."""
 
     def __init__(self, *, delay: float = 0.0, seconds_per_char: float = 0.06) -> None:
         self.delay = delay

@@ -40,6 +40,7 @@ from lib.config import BuiltinConfig
 from lib.engines.base import MODES, PROMPT_SAMPLE_RATE, Synthesis, VoiceProfile
 from lib.engines.builtin import _world
 from lib.engines.builtin.convert import Prosody, transfer
+from lib.engines.builtin.defuse import defuse
 from lib.engines.builtin.espeak import ESPEAK_SAMPLE_RATE, EspeakParams, EspeakSynth
 from lib.engines.builtin.lang import speakable, split_runs, split_sentences
 from lib.engines.builtin.matching import change_duration, shape_level
@@ -176,6 +177,13 @@ class BuiltinEngine:
     def close(self) -> None:
         self._espeak.close()
 
+    def interrupt(self) -> bool:
+        """End a call stuck in espeak-ng now, from any thread (the watchdog's hook): its
+        worker and the worker's child are killed, the call fails and releases the locks,
+        and the next call starts a fresh worker. A call in the DSP (numpy, bounded by the
+        text's length) finishes on its own. True if a worker was killed."""
+        return self._espeak.interrupt()
+
     # --- convert mode ------------------------------------------------------------------
 
     def convert(self, source_pcm: NDArray[Any], voice: VoiceProfile, *, seed: int, speed: float) -> Synthesis:
@@ -266,7 +274,7 @@ class BuiltinEngine:
             pieces = []
             for i, (lang, chunk) in enumerate(runs):
                 params = plan.espeak_params(lang, rng)
-                pcm = self._espeak.synth(chunk, params)
+                pcm = self._espeak.synth(defuse(chunk), params)
                 pieces.append(_trim(pcm, lead=i > 0, tail=i < len(runs) - 1))
             if not pieces:
                 continue

@@ -8,6 +8,15 @@ length and the payload (int16 PCM, or UTF-8 text for ``info`` and errors).
 Why a fork per utterance: see the module docstring of ``espeak.py``. The parent never
 reads a request itself; it forks a child, waits for it and forks the next, so every
 child starts from the same process image and reads no memory a previous utterance wrote.
+
+Why the child's reply goes through the parent: a child that dies (espeak-ng 1.52 aborts
+with "stack smashing detected" on some texts) used to leave the engine waiting forever,
+because the parent kept the reply pipe open and forked the next child. Now the child
+writes its reply into a pipe of its own; the parent reads it to the end, reaps the child
+and sends the reply on only when the child exited cleanly with a whole one; otherwise it
+sends an error reply (status 4) naming how the child ended. So every request gets
+exactly one reply, whatever the child did; a child that never ends is the engine's to
+kill (it reads with a deadline and kills the whole process group).
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import signal
 import struct
 import sys
 
@@ -41,6 +51,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _serve_one(lib_path: str, data_path: bytes) -> None:
+    """Read one request from stdin and write its reply to fd 1 (the parent's pipe)."""
     (size,) = struct.unpack("<I", _read_exact(0, 4))
     request = json.loads(_read_exact(0, size).decode("utf-8"))
     lib = ctypes.CDLL(lib_path)
@@ -120,21 +131,68 @@ def _reply(status: int, payload: bytes) -> None:
     _write_all(1, struct.pack("<II", status, len(payload)) + payload)
 
 
+#: Exit code of a child that found stdin closed: the engine is gone.
+_EXIT_EOF = 3
+#: Reply status the parent sends for a child that died or replied incompletely.
+_STATUS_CRASHED = 4
+
+
+def _whole(reply: bytes) -> bool:
+    """Whether ``reply`` is exactly one complete reply frame."""
+    return len(reply) >= 8 and struct.unpack("<II", reply[:8])[1] == len(reply) - 8
+
+
+def _how_it_ended(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+def _relay(pid: int, reply_fd: int) -> int:
+    """Read the child's reply to the end, reap it, and send the engine exactly one
+    reply; returns the child's exit code."""
+    chunks = []
+    while True:
+        chunk = os.read(reply_fd, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(reply_fd)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code == _EXIT_EOF:
+        return code
+    reply = b"".join(chunks)
+    del chunks
+    if code == 0 and _whole(reply):
+        _write_all(1, reply)
+    else:
+        _reply(_STATUS_CRASHED, f"espeak-ng crashed on this text ({_how_it_ended(code)})".encode())
+    return code
+
+
 def main() -> None:
     lib_path, data_path = sys.argv[1], sys.argv[2].encode()
     while True:
+        read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
+                os.close(read_end)
+                os.dup2(write_end, 1)  # the reply goes to the parent, never straight to the engine
+                os.close(write_end)
                 _serve_one(lib_path, data_path)
             except EOFError:
-                code = 3
+                code = _EXIT_EOF
             except BaseException:
                 code = 1
             os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) == 3:
+        os.close(write_end)
+        if _relay(pid, read_end) == _EXIT_EOF:
             return  # stdin closed: the engine is gone
 
 
