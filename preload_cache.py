@@ -43,6 +43,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from lib.access import LOCAL
     from lib.cli import config_from_args
     from lib.compose.templates import load_templates
     from lib.errors import ConfigError, TTSError
@@ -80,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         report = preload(service, requests, workers=args.workers, force=args.force, dry_run=args.dry_run,
-                         on_done=progress, templates=templates)  # fmt: skip
+                         on_done=progress, templates=templates, caller=LOCAL)  # fmt: skip
     except KeyboardInterrupt:
         print("preload: interrupted; entries made so far are kept, run it again to finish", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -25,6 +25,7 @@ import gradio as gr
 from fastapi import FastAPI
 from starlette.routing import Mount
 
+from lib.access import ANYONE, LOCAL
 from lib.api import create_app as create_api
 from lib.api.errors import install_routing_errors
 from lib.audio import FORMATS
@@ -97,7 +98,8 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
             mode = gr.Radio(modes, value=first_mode, label="模式 Mode", elem_id="mode")
             steps = gr.Markdown(h.form_note(first_mode, None, first_voice, "", ""), elem_id="mode-steps")
             voice = gr.Dropdown(
-                voice_choices(service.list_voices()), value=first_voice, label=first.voice_label, elem_id="voice",
+                voice_choices(service.voices.list(caller=ANYONE)), value=first_voice, label=first.voice_label,
+                elem_id="voice",
                 allow_custom_value=True, render=False,  # custom: voices saved after start are valid from any client
             )  # fmt: skip
             source = gr.Audio(
@@ -256,7 +258,7 @@ def _voices_tab(h: Handlers, demo: gr.Blocks, voice: gr.Dropdown) -> gr.Dropdown
 
     with gr.Row():
         pick = gr.Dropdown(
-            [str(v["name"]) for v in h.service.list_voices() if v["kind"] == "saved"], value=None,
+            [str(v["name"]) for v in h.service.voices.list(caller=ANYONE) if v["kind"] == "saved"], value=None,
             label="删除已存音色 Delete a saved voice (presets cannot be deleted)", elem_id="delete-pick", scale=3,
             allow_custom_value=True,
         )  # fmt: skip
@@ -409,7 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"webui: {exc}", file=sys.stderr)
         return 2
     if args.clear_cache:
-        done = service.clear()
+        done = service.admin.clear(caller=LOCAL)  # the command line: the operator's own
         service.close()
         print(f"cleared {done['removed']} entries from {config.cache.dir}")
         return 0

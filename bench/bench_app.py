@@ -78,6 +78,7 @@ async def main() -> int:
     parser.add_argument("--no-fast-path", action="store_true", help="leave every request to the endpoints")
     args = parser.parse_args()
     os.environ.setdefault("TTS_VOICES_PREWARM", "false")
+    from lib.access import LOCAL
     from lib.api import create_app
     from lib.config import load_config
     from lib.service import TTSService
@@ -86,7 +87,7 @@ async def main() -> int:
     service = TTSService(config)
     try:
         app = create_app(service, fast_path=False) if args.no_fast_path else create_app(service)
-        voice = next(v["name"] for v in service.list_voices() if v["kind"] == "preset")
+        voice = next(v["name"] for v in service.voices.list(caller=LOCAL) if v["kind"] == "preset")
         text = "Passengers for the five fifteen train to Shanghai, please proceed to gate seven now."
         form = multipart({"text": text, "voice": voice})
         post: Headers = [

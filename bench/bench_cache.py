@@ -109,7 +109,7 @@ def bench_scale(runs: int, n: int, sizes: tuple[int, ...]) -> None:
     results: dict[int, float] = {}
     with tempfile.TemporaryDirectory() as d:
         svc, _ = _service(d, False)
-        cache = svc.store._disk.open()
+        cache = svc.cache.store._disk.open()
         filled = 0
         for size in sizes:
             if cache is not None:
@@ -119,7 +119,7 @@ def bench_scale(runs: int, n: int, sizes: tuple[int, ...]) -> None:
             filled = size
             p50s = [_hit_latency(svc, request, n)[0] for _ in range(runs)]
             results[size] = statistics.median(p50s)
-            print(f"disk-tier hit p50 with {svc.store.stats()['entries']:,} entries: {results[size]:.3f} ms")
+            print(f"disk-tier hit p50 with {svc.cache.store.stats()['entries']:,} entries: {results[size]:.3f} ms")
         svc.close()
     first, last = results[sizes[0]], results[sizes[-1]]
     print(f"ratio {sizes[-1]:,} vs {sizes[0]:,} entries: {last / first:.2f}x")

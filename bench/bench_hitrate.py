@@ -58,6 +58,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from lib.access import LOCAL
 from lib.cache.entry import CachedAudio, pack
 from lib.config import load_config
 from lib.engines.base import Synthesis, VoiceProfile
@@ -331,16 +332,16 @@ def run_policy(policy: str, trace: Trace, cap: int, cost_scale: float) -> dict[s
                 if trace.scan is not None and i == trace.scan_at:
                     items = [PhraseRequest(f"scan[{j}]", phrase_text(j), "tone-low", None, "", "", 0, 1.0)
                              for j in trace.scan]  # fmt: skip
-                    preload(svc, items)
-                    svc.flush()
+                    preload(svc, items, caller=LOCAL)
+                    svc.cache.flush()
                 text = phrase_text(k)
                 result = svc.synthesise(TTSRequest(text=text, voice="tone-low"))
-                svc.flush()  # the write lands before the next request, as with a pause between them
+                svc.cache.flush()  # the write lands before the next request, as with a pause between them
                 hit = result.cache == "HIT"
                 hits.append(hit)
                 saved += model_cost(text) if hit else 0.0
-            measured = svc.snapshot(top=0)["engine_seconds_saved"] / cost_scale if cost_scale else 0.0
-            on_disk = svc.store.stats()["bytes"]
+            measured = svc.dashboard.snapshot(top=0, caller=LOCAL)["engine_seconds_saved"] / cost_scale if cost_scale else 0.0
+            on_disk = svc.cache.store.stats()["bytes"]
         finally:
             svc.close()
     return {"hits": hits, "saved": saved, "measured_saved": measured, "bytes": on_disk,

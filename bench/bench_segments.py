@@ -24,6 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from lib.access import LOCAL
 from lib.compose.segments import split
 from lib.compose.templates import parse_templates
 from lib.config import load_config
@@ -132,25 +133,25 @@ def bench_tickets(engine: str, runs: int, calls: int) -> None:
             try:
                 voice = "zh-male" if engine == "builtin" else "tone-low"
                 templates = parse_templates(dict(TEMPLATE, voices={"counter": voice}), base_dir=Path(tmp))
-                svc.templates.add(templates)
+                svc.templates.add(templates, caller=LOCAL)
                 t = time.perf_counter()
-                report = preload(svc, [], templates=templates)
+                report = preload(svc, [], templates=templates, caller=LOCAL)
                 preload_s.append(time.perf_counter() - t)
-                svc.flush()
+                svc.cache.flush()
                 rng = random.Random(run)
-                before = svc.stats.counters()["engine_calls"]
+                before = svc.dashboard.stats.counters()["engine_calls"]
                 times, free = [], 0
                 for _ in range(calls):
                     ticket = f"{rng.choice('ABCDEFGHIJKLMNOPQRSTUVWXYZ')}{rng.randrange(1000):03d}"
                     text = f"请{ticket}号顾客到{rng.randrange(1, 11)}号窗口办理业务。"
-                    calls_before = svc.stats.counters()["engine_calls"]
+                    calls_before = svc.dashboard.stats.counters()["engine_calls"]
                     t = time.perf_counter()
                     result = svc.synthesise(TTSRequest(text=text, voice=voice))
                     times.append((time.perf_counter() - t) * 1e3)
-                    free += svc.stats.counters()["engine_calls"] == calls_before
+                    free += svc.dashboard.stats.counters()["engine_calls"] == calls_before
                     if result.cache not in ("COMPOSED", "HIT"):
                         raise RuntimeError(f"expected a composed answer, got {result.cache}")
-                spent = svc.stats.counters()["engine_calls"] - before
+                spent = svc.dashboard.stats.counters()["engine_calls"] - before
                 if spent != calls - free:
                     raise RuntimeError("engine-call accounting is off")
                 times.sort()

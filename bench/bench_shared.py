@@ -46,6 +46,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from lib.access import LOCAL
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.request import TTSRequest
@@ -77,8 +78,8 @@ def _pair(url: str | None) -> Iterator[tuple[TTSService, TTSService]]:
     try:
         yield a, b
     finally:
-        if a.shared is not None:
-            a.shared.clear()
+        if a.cache.shared is not None:
+            a.cache.shared.clear()
         a.close()
         b.close()
         shutil.rmtree(base, ignore_errors=True)
@@ -92,12 +93,12 @@ def bench_latency(url: str, runs: int, n: int) -> None:
             requests = [TTSRequest(text=_phrase(i, f"lat{run}"), voice="tone-low") for i in range(n)]
             for request in requests:  # made on replica A
                 a.synthesise(request)
-            a.flush()
+            a.cache.flush()
             samples: dict[str, list[float]] = {k: [] for k in by_tier}
             for request in requests:
                 for expected in ("shared", "disk", "memory"):
                     if expected == "disk":
-                        b.memory.clear()
+                        b.cache.memory.clear()
                     t0 = time.perf_counter()
                     result = b.synthesise(request)
                     took = _ms(t0)
@@ -106,10 +107,10 @@ def bench_latency(url: str, runs: int, n: int) -> None:
                     samples[expected].append(took)
                 key = result.key
                 t0 = time.perf_counter()
-                blob = b.shared.get(key)
+                blob = b.cache.shared.get(key)
                 samples["redis GET"].append(_ms(t0))
                 t0 = time.perf_counter()
-                b.store.get_blob(key)
+                b.cache.store.get_blob(key)
                 samples["diskcache get"].append(_ms(t0))
                 size = len(blob or b"")
             for tier, values in samples.items():
@@ -138,7 +139,7 @@ def bench_hit_rate(url: str, runs: int, phrases: int, requests: int) -> None:
                 texts = [_phrase(i, f"hr{run}") for i in range(phrases)]
                 for text in texts:  # preloaded on replica A only
                     a.synthesise(TTSRequest(text=text, voice="tone-low"))
-                a.flush()
+                a.cache.flush()
                 engine_before = a.engine.calls + b.engine.calls  # type: ignore[attr-defined]
                 rng = random.Random(run)
                 hits = 0
@@ -184,16 +185,16 @@ def bench_objects_latency(url: str, runs: int, n: int) -> None:
             for request in requests:
                 for expected in ("objects", "disk", "memory"):
                     if expected == "disk":
-                        cold.memory.clear()
+                        cold.cache.memory.clear()
                     t0 = time.perf_counter()
                     result = cold.synthesise(request)
                     took = _ms(t0)
                     if result.info.get("tier") != expected:
                         raise RuntimeError(f"expected a hit from the {expected} tier, got {result.cache} {result.info}")
                     samples[expected].append(took)
-                assert cold.objects is not None
+                assert cold.cache.objects is not None
                 t0 = time.perf_counter()
-                blob = cold.objects.get(result.key)
+                blob = cold.cache.objects.get(result.key)
                 samples["object GET"].append(_ms(t0))
                 size = len(blob or b"")
             for tier, values in samples.items():
@@ -231,7 +232,7 @@ def bench_objects_preload(url: str, runs: int, phrases: int, replicas: int) -> N
                 ]
                 requests = [p.request() for p in phrase_list]
                 t0 = time.perf_counter()
-                report = preload(job, phrase_list)  # once, on its own machine and cache directory
+                report = preload(job, phrase_list, caller=LOCAL)  # once, on its own machine and cache directory
                 job.flush()
                 preload_s.append(time.perf_counter() - t0)
                 if report.failed:

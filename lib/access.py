@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from lib.config import AppConfig
 from lib.errors import ForbiddenError, UnauthorizedError
 
-__all__ = ["LOCAL", "AccessPolicy", "Action", "Caller", "allows", "check", "is_loopback"]
+__all__ = ["ANYONE", "LOCAL", "AccessPolicy", "Action", "Caller", "allows", "check", "is_loopback"]
 
 
 class Action(enum.Enum):
@@ -66,8 +66,13 @@ class Caller:
     token): never taken as the admin, and a refusal says how to send it."""
 
 
-#: In-process callers: preload_cache.py, the command line, tests.
+#: In-process callers: preload_cache.py, the command line, tests. Passed explicitly:
+#: every permission-checked method takes its caller as a required keyword, so a call
+#: site that forgets it fails to run rather than getting the admin's rights.
 LOCAL = Caller(admin=True, origin="local")
+#: Whoever is asking, with no rights beyond everyone's (e.g. the voice names a page
+#: lists before anyone has identified themselves).
+ANYONE = Caller(admin=False, origin="local")
 
 
 _FROM_ENV = object()

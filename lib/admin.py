@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from lib.access import LOCAL, Action, Caller, check
+from lib.access import Action, Caller, check
 from lib.cache.keys import KEY_RE
 from lib.cache.tiers import Tiers
 from lib.errors import ValidationError
@@ -46,7 +46,7 @@ class Admin:
         self._verify_side = verify_side
         """Checks the side stores' databases (voices, profiles, locks, statistics)."""
 
-    def clear(self, caller: Caller = LOCAL) -> dict[str, Any]:
+    def clear(self, *, caller: Caller) -> dict[str, Any]:
         """Remove every result from every tier and the derived voice data; saved
         voices stay."""
         check(caller, Action.ADMIN)
@@ -65,7 +65,7 @@ class Admin:
             report["objects_removed"] = objects
         return report
 
-    def evict(self, tag: str, caller: Caller = LOCAL) -> dict[str, Any]:
+    def evict(self, tag: str, *, caller: Caller) -> dict[str, Any]:
         check(caller, Action.ADMIN)
         if not isinstance(tag, str) or not tag.strip() or len(tag) > 200:
             raise ValidationError("tag: give engine:model_version or voice:<fingerprint>")
@@ -101,7 +101,7 @@ class Admin:
         what = cut_text(tag) if tag is not None else "everything"
         _LOGGER.warning("%s was evicted on another replica: %d local entries removed", what, removed)
 
-    def sweep_expired(self, caller: Caller = LOCAL) -> dict[str, Any]:
+    def sweep_expired(self, *, caller: Caller) -> dict[str, Any]:
         check(caller, Action.ADMIN)
         self.tiers.writer.flush()
         report: dict[str, Any] = {"expired_removed": self.tiers.store.expire()}
@@ -109,7 +109,7 @@ class Admin:
             report["objects_expired_removed"] = self.tiers.objects.sweep()
         return report
 
-    def verify(self, caller: Caller = LOCAL) -> dict[str, Any]:
+    def verify(self, *, caller: Caller) -> dict[str, Any]:
         check(caller, Action.ADMIN)
         self.tiers.writer.flush()
         report = self.tiers.store.verify()
@@ -118,7 +118,7 @@ class Admin:
         self.tiers.drop_memory()
         return report
 
-    def forget(self, key: str, caller: Caller = LOCAL) -> bool:
+    def forget(self, key: str, *, caller: Caller) -> bool:
         """Drop one entry from every tier (``preload_cache.py --force`` regenerates it)."""
         check(caller, Action.FORCE)
         if not KEY_RE.match(key):

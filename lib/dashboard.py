@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
+from lib.access import Action, Caller, allows
 from lib.cache.stores import LocalStores
 from lib.cache.tiers import Tiers
 from lib.engines.base import Engine
@@ -14,13 +15,17 @@ from lib.stats import Stats
 from lib.upgrade import Readiness
 
 if TYPE_CHECKING:
+    from lib.metrics import Metrics
     from lib.objects.tier import ObjectTier
     from lib.shared.tier import SharedTier
+    from lib.watchdog import Watchdog
 
 __all__ = ["Dashboard"]
 
 
 class Dashboard:
+    """Statistics, health and gauges of one service (the ``dashboard`` part)."""
+
     def __init__(
         self,
         engine: Engine,
@@ -31,24 +36,34 @@ class Dashboard:
         readiness: Readiness | None = None,
         disks: LocalStores | None = None,
         files: ResultFiles | None = None,
+        *,
+        metrics: Metrics,
+        watchdog: Watchdog | None = None,
+        cache_dir: str = "",
     ) -> None:
         self.engine = engine
         self.tag = tag
         self.tiers = tiers
         self.stats = stats
+        """Request counters and samples (lib.stats)."""
+        self.metrics = metrics
+        """The Prometheus metrics (``/metrics``), when this dashboard serves them."""
         self.shared = shared
         self.readiness = readiness
         self.disks = disks
         self.files = files
+        self.watchdog = watchdog
+        self.cache_dir = cache_dir
 
     @property
     def objects(self) -> ObjectTier | None:
         """The object-store tier, if configured (reached through the tiers)."""
         return cast("ObjectTier | None", self.tiers.objects)
 
-    def snapshot(self, top: int = 20, *, texts: bool = True) -> dict[str, Any]:
-        """Everything the dashboard and ``/api/cache/stats`` show. Without ``texts``
-        (the public view) the top-phrase lists are left out: they hold user texts."""
+    def snapshot(self, top: int = 20, *, caller: Caller) -> dict[str, Any]:
+        """Everything the dashboard and ``/api/cache/stats`` show. For a caller who may
+        not read users' texts (the public view) the top-phrase lists are left out."""
+        texts = allows(caller, Action.READ_TEXTS)
         snap = self.stats.snapshot(top if texts else 0)
         if not texts:
             snap.pop("top_requested", None)
@@ -77,7 +92,7 @@ class Dashboard:
         counts = self.tiers.store.tags()
         return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
-    def health(self, cache_dir: str) -> dict[str, Any]:
+    def health(self) -> dict[str, Any]:
         """The truth about every store: ``status`` is "degraded", with one reason per
         problem, while any of them is unusable (requests are still served, from what
         works); "ok" otherwise. Checking reopens a store whose reopen is due, and
@@ -108,16 +123,17 @@ class Dashboard:
         if self.objects is not None and not self.objects.up:
             reasons.append(f"object store {self.objects.url} unreachable; serving from the other tiers")
         audio = stores["audio"]
-        return {
+        health = {
             "status": "degraded" if reasons else "ok",
             "reasons": reasons,
             "engine": self.engine.name,
             "model_version": self.engine.model_version,
-            "cache": {"available": audio["available"], "dir": cache_dir, "error": audio["error"]},
+            "cache": {"available": audio["available"], "dir": self.cache_dir, "error": audio["error"]},
             "stores": stores,
             "shared": shared,
             "objects": objects,
         }
+        return self.watchdog.annotate(health) if self.watchdog is not None else health
 
     def gauges(self) -> dict[str, Any]:
         values = dict(self.tiers.store.stats())

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from lib.access import LOCAL, Action, Caller, check
+from lib.access import Action, Caller, check
 from lib.errors import TTSError
 from lib.phrases import SCHEMA_VERSION
 from lib.request import TTSRequest
@@ -22,15 +22,15 @@ if TYPE_CHECKING:
 __all__ = ["export_phrases"]
 
 
-def export_phrases(service: TTSService, top: int = 50, caller: Caller = LOCAL) -> tuple[dict[str, Any], list[str]]:
+def export_phrases(service: TTSService, top: int = 50, *, caller: Caller) -> tuple[dict[str, Any], list[str]]:
     """The ``top`` most requested phrases as a phrase-list document, and a sentence for
     each phrase that could not be exported (why, in words)."""
     check(caller, Action.READ_TEXTS)
-    saved = {v["fingerprint"]: v["name"] for v in service.list_voices() if v.get("fingerprint")}
+    saved = {v["fingerprint"]: v["name"] for v in service.voices.list(caller=caller) if v.get("fingerprint")}
     voices: dict[str, dict[str, str]] = {}
     phrases: list[dict[str, Any]] = []
     notes: list[str] = []
-    for row in service.snapshot(top, caller=caller).get("top_requested", []):
+    for row in service.dashboard.snapshot(top, caller=caller).get("top_requested", []):
         text = str(row.get("text", ""))
         quoted = repr(cut_text(text))
         name = str(row.get("voice") or "") or saved.get(str(row.get("voice_id", "")), "")

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lib.access import LOCAL, Action, Caller, check
+from lib.access import Action, Caller, check
 from lib.compose.templates import Template
 from lib.errors import TTSError, ValidationError
 from lib.phrases import PhraseRequest
@@ -54,7 +54,7 @@ def preload(
     force: bool = False,
     dry_run: bool = False,
     on_done: Callable[[PreloadReport], None] | None = None,
-    caller: Caller = LOCAL,
+    caller: Caller,
     pin_as: str = "preload",
     templates: Sequence[Template] = (),
 ) -> PreloadReport:
@@ -82,7 +82,7 @@ def preload(
         if isinstance(item, _Piece):
             outcome, message = _preload_piece(service, item, force=force, dry_run=dry_run)
         else:
-            outcome, message = _preload_one(service, item, force=force, dry_run=dry_run)
+            outcome, message = _preload_one(service, item, force=force, dry_run=dry_run, caller=caller)
         with lock:
             report.total += 1
             if outcome == "generated":
@@ -123,21 +123,23 @@ def _pin(service: TTSService, items: list[PhraseRequest | _Piece], name: str) ->
                 keys.append(service.resolve(item.request()).key)
         except TTSError:
             continue  # reported when the request itself is tried
-    digest = service.store.pin(name, keys)
+    digest = service.cache.store.pin(name, keys)
     if digest is not None:
         _LOGGER.info("pinned %d entries as list %r (digest %s)", len(keys), name, digest)
 
 
-def _preload_one(service: TTSService, item: PhraseRequest, *, force: bool, dry_run: bool) -> tuple[str, str]:
+def _preload_one(
+    service: TTSService, item: PhraseRequest, *, force: bool, dry_run: bool, caller: Caller
+) -> tuple[str, str]:
     try:
         request = item.request()
         key = service.resolve(request).key
-        if not force and service.lookup(key) is not None:
+        if not force and service.cache.lookup(key) is not None:
             return "cached", ""
         if dry_run:
             return "generated", ""
         if force:
-            service.forget(key)  # the caller was checked for FORCE above
+            service.admin.forget(key, caller=caller)  # the caller was checked for FORCE above
         result = service.synthesise(request)
     except TTSError as exc:
         return "failed", str(exc)

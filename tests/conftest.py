@@ -18,15 +18,15 @@ import uvicorn
 REPO = Path(__file__).resolve().parents[1]
 
 
-def tone_service(tmp_path: Path, **overrides: Any) -> Any:
+def tone_service(tmp_path: Path, *, admin_token: Any = None, **overrides: Any) -> Any:
     """A service on the tone test engine with its cache under ``tmp_path`` (``overrides``:
-    config keys, dotted)."""
+    config keys, dotted; ``admin_token``: the admin token, None for none)."""
     from lib.config import load_config
     from lib.engines.tone import ToneEngine
     from lib.service import TTSService
 
     values = {"engine": "tone", "cache.dir": str(tmp_path / "cache"), "voices.prewarm": False, **overrides}
-    return TTSService(load_config(env={}, overrides=values), ToneEngine())
+    return TTSService(load_config(env={}, overrides=values), ToneEngine(), admin_token=admin_token)
 
 
 @pytest.fixture(scope="session")

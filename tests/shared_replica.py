@@ -31,6 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from lib.access import LOCAL
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.errors import TTSError
@@ -74,10 +75,10 @@ class _Handler(BaseHTTPRequestHandler):
             {
                 "engine_calls": self.engine.calls,
                 "extract_calls": self.engine.extract_calls,
-                "voices": [v["name"] for v in svc.list_voices() if v["kind"] == "saved"],
+                "voices": [v["name"] for v in svc.voices.list(caller=LOCAL) if v["kind"] == "saved"],
                 "local_voices": _local_voices(svc),
-                "shared": svc.shared.status() if svc.shared is not None else None,
-                "metrics": svc.metrics.exposition().decode(),
+                "shared": svc.cache.shared.status() if svc.cache.shared is not None else None,
+                "metrics": svc.dashboard.metrics.exposition().decode(),
             },
         )
 
@@ -102,19 +103,19 @@ class _Handler(BaseHTTPRequestHandler):
                     },
                 )
             elif self.path == "/voice":
-                saved = self.service.save_voice(body["name"], body["prompt_path"], body.get("prompt_text", ""))
+                saved = self.service.voices.save(body["name"], body["prompt_path"], body.get("prompt_text", ""), caller=LOCAL)
                 self._reply(200, saved)
             elif self.path == "/delete_voice":
-                self.service.delete_voice(body["name"])
+                self.service.voices.delete(body["name"], caller=LOCAL)
                 self._reply(200, {"deleted": body["name"]})
             elif self.path == "/evict":
-                self._reply(200, self.service.evict(body["tag"]))
+                self._reply(200, self.service.admin.evict(body["tag"], caller=LOCAL))
             elif self.path == "/clear":
-                self._reply(200, self.service.clear())
+                self._reply(200, self.service.admin.clear(caller=LOCAL))
             elif self.path == "/lookup":
                 key, svc = body["key"], self.service
-                shared = svc.shared is not None and svc.shared.get(key) is not None
-                tiers = {"memory": svc.tiers.memory_entry(key) is not None, "disk": svc.store.contains(key)}
+                shared = svc.cache.shared is not None and svc.cache.shared.get(key) is not None
+                tiers = {"memory": svc.cache.memory_entry(key) is not None, "disk": svc.cache.store.contains(key)}
                 self._reply(200, {**tiers, "shared": shared})
             elif self.path == "/quit":
                 self._reply(200, {"bye": True})
@@ -129,7 +130,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _local_voices(service: TTSService) -> list[str]:
     """The voices in this replica's own disk store (not the shared tier)."""
-    with service._voice_store.using("test") as cache:
+    with service.voices.library.store.using("test") as cache:
         keys = list(cache.iterkeys()) if cache is not None else []
     return sorted(str(k)[len("voice:") :] for k in keys if str(k).startswith("voice:"))
 

@@ -79,7 +79,7 @@ def save(http: httpx.Client, name: str, audio: bytes, headers: dict[str, str] | 
 
 
 def fingerprint(service: TTSService, name: str) -> str:
-    saved = service.library.get(name)
+    saved = service.voices.library.get(name)
     assert saved is not None
     return saved.prompt.fingerprint
 
@@ -142,9 +142,9 @@ def test_http_delete_needs_the_token(http: httpx.Client, service: TTSService) ->
     assert save(http, "lobby", wav()).status_code == 201
     assert http.delete("/api/voices/lobby").status_code == 401
     assert http.delete("/api/voices/lobby", headers=bearer("wrong")).status_code == 403
-    assert service.library.get("lobby") is not None
+    assert service.voices.library.get("lobby") is not None
     assert http.delete("/api/voices/lobby", headers=bearer()).status_code == 200
-    assert service.library.get("lobby") is None
+    assert service.voices.library.get("lobby") is None
 
 
 def test_public_statistics_show_no_texts_and_the_admins_do(http: httpx.Client) -> None:
@@ -166,13 +166,13 @@ def test_public_statistics_show_no_texts_and_the_admins_do(http: httpx.Client) -
 def test_ui_delete_without_the_token_is_refused(ui: Client, service: TTSService, testdata_dir: Path) -> None:
     prompt = handle_file(str(testdata_dir / "male_prompt.wav"))
     ui.predict("front desk", prompt, "", False, "", api_name="/save_voice")
-    assert service.library.get("front desk") is not None
+    assert service.voices.library.get("front desk") is not None
     for token in ("", "wrong"):
         with pytest.raises(Exception, match="admin token"):
             ui.predict("front desk", token, api_name="/delete_voice")
-        assert service.library.get("front desk") is not None  # still there
+        assert service.voices.library.get("front desk") is not None  # still there
     ui.predict("front desk", TOKEN, api_name="/delete_voice")
-    assert service.library.get("front desk") is None
+    assert service.voices.library.get("front desk") is None
 
 
 def test_ui_save_over_a_taken_name_is_refused_unless_the_admin_replaces(
@@ -194,13 +194,13 @@ def test_ui_preload_with_force_needs_the_admin(ui: Client, service: TTSService) 
     first = ui.predict(None, False, "", api_name="/preload")  # anyone may preload
     assert "1 generated" in first
     key = service.resolve(TTSRequest(text="欢迎光临", voice="tone-low")).key
-    service.flush()
-    assert service.store.contains(key)
+    service.cache.flush()
+    assert service.cache.store.contains(key)
     calls = service.engine.calls  # type: ignore[attr-defined]
     for token in ("", "wrong"):
         with pytest.raises(Exception, match=r"admin token|wrong"):
             ui.predict(None, True, token, api_name="/preload")
-    assert service.engine.calls == calls and service.store.contains(key)  # type: ignore[attr-defined]
+    assert service.engine.calls == calls and service.cache.store.contains(key)  # type: ignore[attr-defined]
     forced = ui.predict(None, True, TOKEN, api_name="/preload")
     assert "1 generated" in forced and service.engine.calls == calls + 1  # type: ignore[attr-defined]
 
@@ -242,14 +242,14 @@ def test_ui_export_needs_the_admin(ui: Client) -> None:
 def test_service_refuses_a_taken_name_for_every_caller(service: TTSService) -> None:
     t = np.arange(32_000) / 16_000
     audio = (16_000, (0.3 * np.sin(2 * np.pi * 200 * t) * (1 + 0.5 * np.sin(2 * np.pi * 4 * t))).astype("float32"))
-    service.save_voice("desk", audio)
+    service.voices.save("desk", audio, caller=LOCAL)
     with pytest.raises(ConflictError):
-        service.save_voice("desk", audio)  # LOCAL is the admin, but did not ask to replace
+        service.voices.save("desk", audio, caller=LOCAL)  # LOCAL is the admin, but did not ask to replace
     anyone = service.access.caller(origin="ui", client_host="127.0.0.1", token=None)
     with pytest.raises(UnauthorizedError):
-        service.save_voice("desk", audio, replace=True, caller=anyone)
+        service.voices.save("desk", audio, replace=True, caller=anyone)
     with pytest.raises(UnauthorizedError):
-        service.delete_voice("desk", caller=anyone)
+        service.voices.delete("desk", caller=anyone)
 
 
 def test_voice_transcripts_are_for_the_admin(http: httpx.Client) -> None:

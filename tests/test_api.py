@@ -37,22 +37,22 @@ def engine() -> ToneEngine:
     return ToneEngine()
 
 
-def _service(tmp_path: Path, engine: ToneEngine, **overrides: Any) -> TTSService:
+def _service(tmp_path: Path, engine: ToneEngine, *, admin_token: str | None = None, **overrides: Any) -> TTSService:
     values: dict[str, Any] = {"engine": "tone", "cache.dir": str(tmp_path / "cache"), "voices.prewarm": False}
     values.update(overrides)
-    return TTSService(load_config(env={}, overrides=values), engine)
+    return TTSService(load_config(env={}, overrides=values), engine, admin_token=admin_token)
 
 
 @pytest.fixture
 def service(tmp_path: Path, engine: ToneEngine) -> Iterator[TTSService]:
-    svc = _service(tmp_path, engine, **{"prompt.max_upload_bytes": 1_000_000})
+    svc = _service(tmp_path, engine, admin_token=TOKEN, **{"prompt.max_upload_bytes": 1_000_000})
     yield svc
     svc.close()
 
 
 @pytest.fixture
 def server(service: TTSService) -> Iterator[LiveServer]:
-    with LiveServer(create_app(service, admin_token=TOKEN)) as live:
+    with LiveServer(create_app(service)) as live:
         yield live
 
 
@@ -148,7 +148,7 @@ def test_cache_false_bypasses_and_store_false_never_writes(
     assert engine.calls == 2
     mp3 = tts(client, "private words", store=False, format="mp3")
     assert mp3.status_code == 200 and mp3.headers["content-type"] == "audio/mpeg"
-    assert len(service.transcodes) == 0 and len(service.memory) == 0  # nothing kept, not even in memory
+    assert len(service.cache.transcodes) == 0 and len(service.cache.memory) == 0  # nothing kept, not even in memory
     tts(client, "public words")
     bypass = tts(client, "public words", cache=False)
     assert bypass.headers["x-cache"] == "BYPASS" and engine.calls == 5
@@ -163,11 +163,11 @@ def test_cache_false_bypasses_and_store_false_never_writes(
 def test_ttl_is_accepted(client: httpx.Client, service: TTSService) -> None:
     r = tts(client, "short lived", ttl=60)
     assert r.status_code == 200 and r.headers["x-cache"] == "MISS"
-    service.flush()
+    service.cache.flush()
     # The mechanism: the entry carries its expiry, on disk too.
-    found = service.lookup(r.headers["x-cache-key"])
+    found = service.cache.lookup(r.headers["x-cache-key"])
     assert found is not None and found[0].remaining() is not None and 55 < found[0].remaining() <= 60
-    blob = service.store.get_blob(r.headers["x-cache-key"])
+    blob = service.cache.store.get_blob(r.headers["x-cache-key"])
     assert blob is not None
     from lib.cache.entry import unpack
 
@@ -527,7 +527,7 @@ def test_clear_variants(client: httpx.Client, service: TTSService) -> None:
 def test_admin_without_token_is_loopback_only(tmp_path: Path, engine: ToneEngine) -> None:
     svc = _service(tmp_path, engine)
     try:
-        app = create_app(svc, admin_token=None)
+        app = create_app(svc)
         with LiveServer(app) as live, httpx.Client(base_url=live.url) as c:
             assert c.post("/api/cache/verify").status_code == 200  # loopback: allowed
         # A remote client (simulated in-process: no network traffic) is refused.

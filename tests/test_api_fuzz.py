@@ -34,8 +34,8 @@ def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     overrides = {"engine": request.param, "cache.dir": str(cache), "voices.prewarm": False}
     config = load_config(env={}, overrides=overrides)
     engine = ToneEngine(seconds_per_char=0.01) if request.param == "tone" else None
-    service = TTSService(config, engine)
-    with LiveServer(create_app(service, admin_token=TOKEN)) as server:
+    service = TTSService(config, engine, admin_token=TOKEN)
+    with LiveServer(create_app(service)) as server:
         yield server
     service.close()
 

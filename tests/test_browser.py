@@ -378,7 +378,7 @@ def test_admin_form_is_never_covered_and_evict_lists_versions_present(
 
     service = app[1]
     synthesise(page)
-    service.flush()
+    service.cache.flush()
     open_tab(page, "缓存 Cache")
     page.locator("#admin").get_by_text("管理 Admin").click()
     page.locator("#admin-clear").click()

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from lib.access import LOCAL
 from lib.cache.entry import CachedAudio
 from lib.cache.store import directory_bytes
 from lib.config import AppConfig, load_config
@@ -49,7 +50,7 @@ def service(tmp_path: Path, engine: ToneEngine) -> Iterator[TTSService]:
 
 def cache_errors(svc: TTSService) -> float:
     """Sum of tts_cache_errors_total over every operation."""
-    text = svc.metrics.exposition().decode()
+    text = svc.dashboard.metrics.exposition().decode()
     return sum(float(m) for m in re.findall(r'^tts_cache_errors_total\{op="[a-z]+"\} (\S+)$', text, re.M))
 
 
@@ -90,14 +91,14 @@ def test_bypass_neither_reads_nor_writes(service: TTSService, engine: ToneEngine
     assert bypass.cache == "BYPASS" and engine.calls == 2
     fresh = speak(service, "never stored", use_cache=False)
     assert fresh.cache == "BYPASS"
-    assert service.lookup(fresh.key) is None
+    assert service.cache.lookup(fresh.key) is None
 
 
 def test_no_store_reads_but_never_writes(service: TTSService, engine: ToneEngine) -> None:
     private = speak(service, "personal data", store=False)
-    service.flush()
+    service.cache.flush()
     assert private.cache == "MISS"
-    assert service.lookup(private.key) is None and not service.store.contains(private.key)
+    assert service.cache.lookup(private.key) is None and not service.cache.store.contains(private.key)
     speak(service, "shared phrase")
     assert speak(service, "shared phrase", store=False).cache == "HIT"
 
@@ -106,9 +107,9 @@ def test_output_format_is_not_in_the_key(service: TTSService) -> None:
     wav = speak(service, format="wav")
     mp3 = speak(service, format="mp3")
     assert mp3.key == wav.key and mp3.cache == "HIT"
-    encoded = service.audio_bytes(mp3.audio, "mp3")
+    encoded = service.cache.audio_bytes(mp3.audio, "mp3")
     assert encoded[:3] == b"ID3" or encoded[:2] in (b"\xff\xfb", b"\xff\xf3", b"\xff\xf2")
-    assert service.audio_bytes(mp3.audio, "mp3") is encoded  # transcode kept in memory
+    assert service.cache.audio_bytes(mp3.audio, "mp3") is encoded  # transcode kept in memory
 
 
 def test_persistence_across_reopening(tmp_path: Path) -> None:
@@ -121,7 +122,7 @@ def test_persistence_across_reopening(tmp_path: Path) -> None:
         again = speak(svc)
         assert again.cache == "HIT" and again.info["tier"] == "disk" and again.wav == made.wav
         assert second_engine.calls == 0
-        snap = svc.snapshot()
+        snap = svc.dashboard.snapshot(caller=LOCAL)
         assert snap["misses_total"] == 1 and snap["hits_total"] == 1 and snap["hits"] == 1 and snap["misses"] == 0
     finally:
         svc.close()
@@ -137,7 +138,7 @@ def test_prompt_fingerprint_ignores_the_container(service: TTSService, engine: T
     assert one.key == two.key and two.cache == "HIT"
     assert engine.extract_calls == 1
     at_16k = (np.arange(32_000) % 200 * 100 - 10_000).astype(np.int16)
-    assert np.array_equal(service.decoder.decode((16_000, at_16k)).pcm, at_16k)  # canonical rate: bit-exact
+    assert np.array_equal(service.voices.decoder.decode((16_000, at_16k)).pcm, at_16k)  # canonical rate: bit-exact
 
 
 def test_voice_profile_is_extracted_once(service: TTSService, engine: ToneEngine) -> None:
@@ -179,8 +180,8 @@ def test_bad_requests_are_refused_and_nothing_is_cached(
     request = {"text": "hello", "voice": "tone-low", **fields}
     with pytest.raises(error, match=words):
         service.synthesise(TTSRequest(**request))
-    assert engine.calls == 0 and service.store.stats()["entries"] == 0
-    assert service.snapshot()["errors"] == 1
+    assert engine.calls == 0 and service.cache.store.stats()["entries"] == 0
+    assert service.dashboard.snapshot(caller=LOCAL)["errors"] == 1
 
 
 def test_unused_fields_do_not_split_the_cache(tmp_path: Path) -> None:
@@ -222,7 +223,7 @@ def test_failures_are_not_cached(service: TTSService, engine: ToneEngine, bad: A
         engine.output_override = bad
     with pytest.raises(EngineError, match="nothing was cached"):
         speak(service)
-    assert service.store.stats()["entries"] == 0 and len(service.memory) == 0
+    assert service.cache.store.stats()["entries"] == 0 and len(service.cache.memory) == 0
     engine.fail = engine.output_override = None
     assert speak(service).cache == "MISS"
     assert engine.calls == 2
@@ -240,19 +241,19 @@ def test_size_limit_holds_after_writing_three_times_the_limit(tmp_path: Path) ->
         n = 0
         while written < 3 * limit:
             result = speak(svc, f"p{n:03d}")
-            svc.flush()  # new entries are written in the background
-            blob = svc.store.get_blob(result.key)
+            svc.cache.flush()  # new entries are written in the background
+            blob = svc.cache.store.get_blob(result.key)
             if blob is not None:
                 written += len(blob)
                 biggest = max(biggest, len(blob))
             n += 1
-            assert svc.store.stats()["bytes"] <= limit + biggest
+            assert svc.cache.store.stats()["bytes"] <= limit + biggest
         audio_dir = tmp_path / "c" / "audio"
         value_files = directory_bytes(audio_dir) - sum(
             p.stat().st_size for p in audio_dir.glob("cache.db*")
         )
         assert value_files <= limit + biggest
-        assert svc.store.stats()["entries"] < n  # something was evicted
+        assert svc.cache.store.stats()["entries"] < n  # something was evicted
         assert speak(svc, f"p{n - 1:03d}").cache == "HIT"  # the newest survived
     finally:
         svc.close()
@@ -265,8 +266,8 @@ def test_oversized_entry_is_served_but_not_stored(tmp_path: Path) -> None:
     try:
         result = speak(svc, "a long announcement")
         assert result.cache == "MISS" and result.duration > 10
-        svc.flush()
-        assert svc.store.stats()["entries"] == 0
+        svc.cache.flush()
+        assert svc.cache.store.stats()["entries"] == 0
     finally:
         svc.close()
 
@@ -279,7 +280,7 @@ def test_ttl_expiry(service: TTSService, engine: ToneEngine) -> None:
     assert engine.calls == 2
     speak(service, "also short", ttl=0.2)
     time.sleep(0.3)
-    assert service.sweep_expired()["expired_removed"] >= 1
+    assert service.admin.sweep_expired(caller=LOCAL)["expired_removed"] >= 1
 
 
 def test_corrupted_file_is_detected_and_regenerated(tmp_path: Path) -> None:
@@ -297,7 +298,7 @@ def test_corrupted_file_is_detected_and_regenerated(tmp_path: Path) -> None:
         again = speak(svc, "a phrase long enough to be stored in a file of its own")
         assert again.cache == "MISS" and engine.calls == 1 and again.wav == made.wav
         assert speak(svc, "a phrase long enough to be stored in a file of its own").cache == "HIT"
-        assert b'tts_cache_errors_total{op="corrupt"} 1.0' in svc.metrics.exposition()
+        assert b'tts_cache_errors_total{op="corrupt"} 1.0' in svc.dashboard.metrics.exposition()
     finally:
         svc.close()
 
@@ -305,36 +306,36 @@ def test_corrupted_file_is_detected_and_regenerated(tmp_path: Path) -> None:
 def test_verify_repairs(service: TTSService) -> None:
     good = speak(service, "good entry with some length to it")
     bad = speak(service, "bad entry with some length to it as well")
-    service.flush()
-    blob = bytearray(service.store.get_blob(bad.key) or b"")
+    service.cache.flush()
+    blob = bytearray(service.cache.store.get_blob(bad.key) or b"")
     blob[-100] ^= 0x55
-    service.store.put_blob(bad.key, bytes(blob), tag=service.tag, ttl=None)
-    report = service.verify()
+    service.cache.store.put_blob(bad.key, bytes(blob), tag=service.tag, ttl=None)
+    report = service.admin.verify(caller=LOCAL)
     assert report["checked"] == 2 and report["corrupt_removed"] == 1
-    assert service.store.contains(good.key) and not service.store.contains(bad.key)
+    assert service.cache.store.contains(good.key) and not service.cache.store.contains(bad.key)
 
 
 def test_evict_by_model_tag_and_by_voice(service: TTSService) -> None:
     low = speak(service, "one", voice="tone-low")
     speak(service, "two", voice="tone-high")
-    assert service.evict("voice:preset:tone-low")["removed"] == 1
-    assert service.lookup(low.key) is None
-    assert service.evict("tone:some-older-model")["removed"] == 0
-    assert service.evict(service.tag)["removed"] == 1
-    assert service.store.stats()["entries"] == 0
+    assert service.admin.evict("voice:preset:tone-low", caller=LOCAL)["removed"] == 1
+    assert service.cache.lookup(low.key) is None
+    assert service.admin.evict("tone:some-older-model", caller=LOCAL)["removed"] == 0
+    assert service.admin.evict(service.tag, caller=LOCAL)["removed"] == 1
+    assert service.cache.store.stats()["entries"] == 0
 
 
 def test_clear(service: TTSService) -> None:
     speak(service, "one")
     speak(service, "two")
-    assert service.clear()["removed"] == 2
+    assert service.admin.clear(caller=LOCAL)["removed"] == 2
     assert speak(service, "one").cache == "MISS"
 
 
 def test_files_are_private(service: TTSService, tmp_path: Path) -> None:
     speak(service, "a phrase long enough to be stored in a file of its own " * 6)
-    service.save_voice("front desk", (22_050, tone_prompt()), "")
-    service.flush()
+    service.voices.save("front desk", (22_050, tone_prompt()), "", caller=LOCAL)
+    service.cache.flush()
     root = tmp_path / "cache"
     assert any(root.rglob("*.val"))  # at least one value lives in a file of its own
     for path in [root, *root.rglob("*")]:
@@ -353,7 +354,7 @@ def test_unusable_cache_directory_still_serves(tmp_path: Path) -> None:
     try:
         assert speak(svc).cache == "MISS"
         assert speak(svc).cache == "HIT"  # the memory tier still works
-        assert svc.snapshot()["cache_available"] is False
+        assert svc.dashboard.snapshot(caller=LOCAL)["cache_available"] is False
         assert cache_errors(svc) >= 1
     finally:
         svc.close()
@@ -384,16 +385,16 @@ def test_read_only_cache_directory_still_serves(tmp_path: Path, monkeypatch: pyt
             assert old.wav == stored.wav
             new = speak(svc, "new phrase")
             assert new.cache == "MISS" and engine.calls <= 2
-            svc.flush()
+            svc.cache.flush()
             # The mechanism: the store could not write, counted it and says so.
             assert cache_errors(svc) >= 1
-            health = svc.health()
+            health = svc.dashboard.health()
             assert health["status"] == "degraded" and any(r.startswith("audio store") for r in health["reasons"])
             if os.geteuid() == 0:  # writable again: the store reopens by itself
                 assert os.system(f"mount -o remount,bind,rw '{target}'") == 0
                 again = speak(svc, "after the remount")
-                svc.flush()
-                assert svc.store.contains(again.key)
+                svc.cache.flush()
+                assert svc.cache.store.contains(again.key)
         finally:
             svc.close()
     finally:
@@ -403,7 +404,7 @@ def test_read_only_cache_directory_still_serves(tmp_path: Path, monkeypatch: pyt
             os.system(f"chmod -R u+w '{src}'")
     check = TTSService(make_config(src), ToneEngine())
     try:  # what was made while read-only never reached the disk
-        assert check.store.contains(stored.key) and not check.store.contains(new.key)
+        assert check.cache.store.contains(stored.key) and not check.cache.store.contains(new.key)
     finally:
         check.close()
 
@@ -417,11 +418,11 @@ def test_cache_recovers_when_directory_appears(tmp_path: Path, monkeypatch: pyte
     svc = TTSService(make_config(blocker), ToneEngine())
     try:
         speak(svc, "first")
-        assert svc.snapshot()["cache_available"] is False
+        assert svc.dashboard.snapshot(caller=LOCAL)["cache_available"] is False
         blocker.unlink()
         result = speak(svc, "second")
-        svc.flush()
-        assert result.cache == "MISS" and svc.store.contains(result.key)
+        svc.cache.flush()
+        assert result.cache == "MISS" and svc.cache.store.contains(result.key)
     finally:
         svc.close()
 
@@ -448,7 +449,7 @@ def test_32_threads_one_engine_call(tmp_path: Path) -> None:
         assert engine.calls == 1
         assert len(results) == 32 and len({r.wav for r in results}) == 1
         assert sorted(r.cache for r in results).count("MISS") == 1
-        assert svc.store.verify()["corrupt_removed"] == 0
+        assert svc.cache.store.verify()["corrupt_removed"] == 0
     finally:
         svc.close()
 
@@ -506,20 +507,20 @@ def test_crashed_lock_holder_blocks_the_key_only_until_expiry(tmp_path: Path) ->
     svc = TTSService(make_config(tmp_path / "c", **{"cache.lock_lease": 1.0}), engine)
     try:
         key = svc.resolve(TTSRequest(text="orphaned", voice="tone-low")).key
-        assert svc.leases is not None
-        token = svc.leases.acquire(key, 1.0)  # a "process" takes the lock and dies
+        assert svc.singleflight.leases is not None
+        token = svc.singleflight.leases.acquire(key, 1.0)  # a "process" takes the lock and dies
         assert token is not None
-        expires = svc._lock_store.expires_at(key)
+        expires = svc.singleflight.leases.expires_at(key)
         assert expires is not None and expires <= time.time() + 1.0  # the lease runs out by itself
-        assert svc.leases.held(key)
+        assert svc.singleflight.leases.held(key)
         started = time.time()
         result = speak(svc, "orphaned")
         assert result.cache == "MISS" and engine.calls == 1
         # The mechanism: the request waited for the lease to expire (never stole a live
         # one), and the lease, not cache.lock_timeout (600 s), ended the wait.
         assert time.time() >= expires > started
-        svc.flush()
-        assert not svc.leases.held(key)  # ours, released once the entry was on disk
+        svc.cache.flush()
+        assert not svc.singleflight.leases.held(key)  # ours, released once the entry was on disk
     finally:
         svc.close()
 
@@ -527,8 +528,8 @@ def test_crashed_lock_holder_blocks_the_key_only_until_expiry(tmp_path: Path) ->
 def test_metrics_exposition(service: TTSService) -> None:
     speak(service)
     speak(service)
-    service.flush()  # the disk write runs on the writer thread; the gauge reads the disk tier
-    text = service.metrics.exposition().decode()
+    service.cache.flush()  # the disk write runs on the writer thread; the gauge reads the disk tier
+    text = service.dashboard.metrics.exposition().decode()
     assert 'tts_cache_requests_total{result="hit"} 1.0' in text
     assert 'tts_cache_requests_total{result="miss"} 1.0' in text
     assert "tts_engine_calls_total 1.0" in text
@@ -540,25 +541,25 @@ def test_top_phrases(service: TTSService) -> None:
     for _ in range(3):
         speak(service, "popular")
     speak(service, "rare")
-    snap = service.snapshot()
+    snap = service.dashboard.snapshot(caller=LOCAL)
     assert snap["top_requested"][0]["text"] == "popular" and snap["top_requested"][0]["count"] == 3
     assert {row["text"] for row in snap["top_missed"]} == {"popular", "rare"}
 
 
 def test_voice_library_round_trip(service: TTSService, engine: ToneEngine) -> None:
-    saved = service.save_voice("Front Desk", (22_050, tone_prompt()), "你好")
+    saved = service.voices.save("Front Desk", (22_050, tone_prompt()), "你好", caller=LOCAL)
     assert saved["name"] == "Front Desk"
-    names = [v["name"] for v in service.list_voices()]
+    names = [v["name"] for v in service.voices.list(caller=LOCAL)]
     assert "Front Desk" in names and "tone-low" in names
     by_name = speak(service, "welcome", voice="Front Desk")
     by_upload = speak(service, "welcome", voice=None, prompt_audio=(22_050, tone_prompt()), prompt_text="你好")
     assert by_name.key == by_upload.key and by_upload.cache == "HIT"
     assert engine.extract_calls == 1
-    service.delete_voice("Front Desk")
+    service.voices.delete("Front Desk", caller=LOCAL)
     with pytest.raises(NotFoundError):
         speak(service, "welcome", voice="Front Desk")
     with pytest.raises(ValidationError):
-        service.save_voice("../etc/passwd", (22_050, tone_prompt()), "")
+        service.voices.save("../etc/passwd", (22_050, tone_prompt()), "", caller=LOCAL)
 
 
 def test_flac_round_trip_is_bit_exact() -> None:
@@ -591,15 +592,15 @@ def test_full_disk_still_serves(tmp_path: Path) -> None:
             results = []
             for i in range(12):  # about 12 x 100 KB of FLAC into 600 KB
                 results.append(speak(svc, f"full disk phrase {i:02d}"))
-                svc.flush()
+                svc.cache.flush()
             assert [r.cache for r in results] == ["MISS"] * 12
             assert all(r.duration > 3 for r in results)
             assert cache_errors(svc) >= 1  # the full disk was noticed and counted
             assert speak(svc, "full disk phrase 11").wav == results[-1].wav  # served, from wherever it is
             # The mechanism: the store was held below its limit, evicted, and kept the newest.
-            stats = svc.store.stats()
+            stats = svc.cache.store.stats()
             assert stats["disk_full"] and stats["effective_limit"] < stats["size_limit"]
-            assert 0 < stats["entries"] < 12 and svc.store.contains(results[-1].key)
+            assert 0 < stats["entries"] < 12 and svc.cache.store.contains(results[-1].key)
             hit = speak(svc, "full disk phrase 11")
             assert hit.cache == "HIT" and hit.info["tier"] == "disk" and engine.calls == 12
         finally:
@@ -618,7 +619,7 @@ def test_preset_voice_requests_never_consult_the_voice_library(
     values = {"engine": "tone", "cache.dir": str(tmp_path / "cache"), "voices.prewarm": False}
     service = TTSService(load_config(env={"TTS_TEMPLATES_FILE": "null"}, overrides=values), engine)
     try:
-        monkeypatch.setattr(service.library, "get", boom)  # a store read (or Redis trip) per request
+        monkeypatch.setattr(service.voices.library, "get", boom)  # a store read (or Redis trip) per request
         assert speak(service, "preset only").cache == "MISS"
         assert speak(service, "preset only").cache == "HIT"
     finally:
@@ -627,11 +628,11 @@ def test_preset_voice_requests_never_consult_the_voice_library(
 
 def test_verify_removes_an_orphan_file_left_by_a_killed_writer(service: TTSService, tmp_path: Path) -> None:
     speak(service, "a phrase long enough to be stored in a file of its own " * 6)
-    service.flush()
+    service.cache.flush()
     stored = next((tmp_path / "cache" / "audio").rglob("*.val"))
     orphan = stored.with_name("0" * 28 + ".val")  # written, but its row was never committed
     orphan.write_bytes(b"half an entry")
-    report = service.verify()
+    report = service.admin.verify(caller=LOCAL)
     assert not orphan.exists() and stored.exists()
     assert any("unknown file" in line for line in report["repairs"])
     assert report["corrupt_removed"] == 0

@@ -15,6 +15,7 @@ import pytest
 import soundfile as sf
 from api_server import LiveServer
 
+from lib.access import LOCAL
 from lib.api import create_app
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
@@ -47,7 +48,7 @@ def test_miss_then_hit_with_identical_audio(service: TTSService, engine: ToneEng
 
 def test_the_key_follows_source_voice_seed_and_speed(service: TTSService, testdata_dir: Path) -> None:
     male, female = str(testdata_dir / "male_prompt.wav"), str(testdata_dir / "zh_female_prompt.wav")
-    base = service.resolver.resolve_convert(ConvertRequest(source_audio=male, voice="tone-high")).key
+    base = service.resolve(ConvertRequest(source_audio=male, voice="tone-high")).key
     variants = [
         ConvertRequest(source_audio=female, voice="tone-high"),
         ConvertRequest(source_audio=male, voice="tone-low"),
@@ -55,16 +56,16 @@ def test_the_key_follows_source_voice_seed_and_speed(service: TTSService, testda
         ConvertRequest(source_audio=male, voice="tone-high", seed=1),
         ConvertRequest(source_audio=male, voice="tone-high", speed=1.5),
     ]
-    keys = {service.resolver.resolve_convert(v).key for v in variants}
+    keys = {service.resolve(v).key for v in variants}
     assert len(keys) == len(variants) and base not in keys
 
 
 def test_a_saved_voice_is_the_same_target_as_its_recording(service: TTSService, testdata_dir: Path) -> None:
     female = testdata_dir / "zh_female_prompt.wav"
-    service.save_voice("desk", str(female))
+    service.voices.save("desk", str(female), caller=LOCAL)
     source = str(testdata_dir / "male_prompt.wav")
-    by_name = service.resolver.resolve_convert(ConvertRequest(source_audio=source, voice="desk")).key
-    by_upload = service.resolver.resolve_convert(ConvertRequest(source_audio=source, prompt_audio=str(female))).key
+    by_name = service.resolve(ConvertRequest(source_audio=source, voice="desk")).key
+    by_upload = service.resolve(ConvertRequest(source_audio=source, prompt_audio=str(female))).key
     assert by_name == by_upload
 
 
@@ -98,7 +99,7 @@ def test_bad_sources_are_refused_and_nothing_is_cached(
         service.convert(ConvertRequest(source_audio=silence.getvalue(), voice="tone-low"))
     with pytest.raises(ValidationError, match="no voice"):
         service.convert(ConvertRequest(source_audio=str(testdata_dir / "male_prompt.wav")))
-    assert engine.calls == 0 and service.store.stats()["entries"] == 0
+    assert engine.calls == 0 and service.cache.store.stats()["entries"] == 0
 
 
 class _NoConvert(ToneEngine):

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from lib.access import LOCAL
 from lib.config import CosyVoiceConfig, load_config
 from lib.engines.base import VoiceProfile
 from lib.engines.cosyvoice import modeldir
@@ -494,13 +495,13 @@ def test_miss_then_hit_with_identical_audio(engine: Any, tmp_path: Path, mode: s
     fields: dict[str, Any] = {"mode": mode, "seed": 11, **extra}
     if "voice" not in extra:
         fields["prompt_audio"] = (16_000, speech_like(seed=4))
-    calls = engine_calls = svc.snapshot()["engine_calls"]
+    calls = engine_calls = svc.dashboard.snapshot(caller=LOCAL)["engine_calls"]
     first = synthesise_with_cache("Cache me if you can.", service=svc, **fields)
     second = synthesise_with_cache("Cache me if you can.", service=svc, **fields)
     assert (first.cache, second.cache) == ("MISS", "HIT")
     assert first.key == second.key
     assert np.array_equal(first.audio.pcm, second.audio.pcm) and first.sample_rate == 22_050
-    engine_calls = svc.snapshot()["engine_calls"]
+    engine_calls = svc.dashboard.snapshot(caller=LOCAL)["engine_calls"]
     assert engine_calls == calls + 1
     svc.close()
 
@@ -717,12 +718,12 @@ def test_warm_upgrade_preloads_a_new_model_dir_beside_the_serving_one(tiny_model
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
         assert "preload: 2 phrases, 2 generated, 0 already cached, 0 failed" in done.stdout
-        rows = {row["tag"]: row for row in serving.snapshot()["model_versions"]}
+        rows = {row["tag"]: row for row in serving.dashboard.snapshot(caller=LOCAL)["model_versions"]}
         new_tag = next(tag for tag in rows if tag != serving.tag)
         assert rows[serving.tag]["serving"] and rows[serving.tag]["hot_ready"] == 0
         assert (rows[new_tag]["hot_ready"], rows[new_tag]["hot_total"], rows[new_tag]["serving"]) == (2, 2, False)
-        assert serving.evict(new_tag)["removed"] == 2  # e.g. the upgrade is called off
+        assert serving.admin.evict(new_tag, caller=LOCAL)["removed"] == 2  # e.g. the upgrade is called off
         serving.dashboard.readiness._answer = None  # type: ignore[union-attr]
-        assert new_tag not in {row["tag"] for row in serving.snapshot()["model_versions"]}
+        assert new_tag not in {row["tag"] for row in serving.dashboard.snapshot(caller=LOCAL)["model_versions"]}
     finally:
         serving.close()

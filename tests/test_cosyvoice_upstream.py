@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 from cosyvoice_code import ROOT, stack_missing, upstream_dir, upstream_missing, use_upstream
 
+from lib.access import LOCAL
 from lib.audio import float_to_int16
 from lib.config import CosyVoiceConfig, load_config
 from lib.engines.base import VoiceConverter, VoiceProfile
@@ -209,12 +210,12 @@ def test_miss_then_hit_with_identical_audio(engines: dict[str, Any], tmp_path: P
 
     engine = engines[family]
     svc = _service(engine, tmp_path)
-    calls = svc.snapshot()["engine_calls"]
+    calls = svc.dashboard.snapshot(caller=LOCAL)["engine_calls"]
     first = synthesise_with_cache("Cache me if you can.", service=svc, **_fields(mode))
     second = synthesise_with_cache("Cache me if you can.", service=svc, **_fields(mode))
     assert (first.cache, second.cache) == ("MISS", "HIT") and first.key == second.key
     assert np.array_equal(first.audio.pcm, second.audio.pcm) and first.sample_rate == 24_000
-    assert svc.snapshot()["engine_calls"] == calls + 1
+    assert svc.dashboard.snapshot(caller=LOCAL)["engine_calls"] == calls + 1
     svc.close()
 
 

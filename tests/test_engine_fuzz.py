@@ -133,5 +133,5 @@ def test_the_regression_cases_through_the_service(server: tuple[LiveServer, Any]
             if r.status_code >= 500:
                 failed.append(f"{label}: {r.status_code} {r.text[:200]}")
     assert not failed, f"add these to {DATA.name} and fix them: {failed}"
-    health = service.health()["engine_state"]
+    health = service.dashboard.health()["engine_state"]
     assert health["state"] == "ok" and health["timeouts"] == 0

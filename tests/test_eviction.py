@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lib.access import LOCAL
 from lib.cache import policy as policy_module
 from lib.cache.entry import CachedAudio, pack
 from lib.cache.policy import CostAwarePolicy
@@ -246,10 +247,10 @@ def test_preload_pins_its_list_when_configured(tmp_path: Path) -> None:
     svc = TTSService(config, ToneEngine())
     try:
         items = [PhraseRequest(f"phrases[{i}]", f"hello {i}", "tone-low", None, "", "", 0, 1.0) for i in range(3)]
-        report = preload(svc, items)
+        report = preload(svc, items, caller=LOCAL)
         assert report.generated == 3
         keys = {svc.resolve(TTSRequest(text=f"hello {i}", voice="tone-low")).key for i in range(3)}
-        pins = svc.store._keeper.policy.pins()  # type: ignore[union-attr]
+        pins = svc.cache.store._keeper.policy.pins()  # type: ignore[union-attr]
         assert pins["preload"][1] == frozenset(keys)
     finally:
         svc.close()
@@ -275,12 +276,12 @@ def test_engine_seconds_saved_total_and_last_hour_are_shown(tmp_path: Path) -> N
         made = svc.synthesise(request)
         assert svc.synthesise(request).cache == "HIT"
         cost = float(made.audio.meta["engine_seconds"])
-        snap = svc.snapshot()
+        snap = svc.dashboard.snapshot(caller=LOCAL)
         assert snap["engine_seconds_saved_last_hour"] == pytest.approx(cost, abs=0.002)
         assert snap["engine_seconds_saved_total"] == pytest.approx(cost, abs=0.002)
         # An hour later the per-hour figure is empty again; the total stays.
-        assert svc.stats.saved_last_hour(now=made.audio.meta["created"] + 3700) == 0
-        text = svc.metrics.exposition().decode()
+        assert svc.dashboard.stats.saved_last_hour(now=made.audio.meta["created"] + 3700) == 0
+        text = svc.dashboard.metrics.exposition().decode()
         line = next(x for x in text.splitlines() if x.startswith("tts_engine_seconds_saved_last_hour "))
         assert float(line.split()[1]) == pytest.approx(cost, abs=0.002)
         assert "tts_engine_seconds_saved_total" in text

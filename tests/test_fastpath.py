@@ -16,10 +16,12 @@ import httpx
 import pytest
 from conftest import tone_service
 
+from lib.access import LOCAL
 from lib.api import create_app
 from lib.api.fastpath import MAX_FORM_BYTES, TTSForm
 from lib.errors import ValidationError
 from lib.request import TTSRequest
+from lib.resolve import Resolver
 from lib.service import TTSService
 from tests.api_server import LiveServer
 from tests.test_cache import tone_prompt
@@ -30,7 +32,7 @@ _VOLATILE = {"date", "server"}
 
 
 def make(tmp_path: Path, **overrides: Any) -> TTSService:
-    service: TTSService = tone_service(tmp_path, **overrides)
+    service: TTSService = tone_service(tmp_path, admin_token="t", **overrides)
     return service
 
 
@@ -46,8 +48,8 @@ class Pair:
 
     def __init__(self, service: TTSService) -> None:
         self.service = service
-        self.fast_app = create_app(service, admin_token="t")
-        self.slow_app = create_app(service, admin_token="t", fast_path=False)
+        self.fast_app = create_app(service)
+        self.slow_app = create_app(service, fast_path=False)
 
     @property
     def counts(self) -> Any:
@@ -136,7 +138,7 @@ def test_ranges_head_misses_and_bad_names_are_left_to_the_endpoint(
     assert fast.head(f"/api/audio/{key}.wav").status_code == 200
     assert fast.get(f"/api/audio/{'0' * 32}.wav").status_code == 404
     assert fast.get(f"/api/audio/{key}.aiff").status_code == 400
-    p.service.memory.clear()  # on disk only: the endpoint reads it in a worker thread
+    p.service.cache.memory.clear()  # on disk only: the endpoint reads it in a worker thread
     from_disk = fast.get(f"/api/audio/{key}.wav")
     assert from_disk.status_code == 200
     assert p.counts.audio == 0
@@ -166,13 +168,13 @@ def test_a_fast_hit_is_counted_once_in_the_statistics_and_the_metrics(
     text = "Counted once."
     make_entry(slow, text)
     key = make_entry(slow, "And fetched.")
-    hits = p.service.snapshot()["hits"]
+    hits = p.service.dashboard.snapshot(caller=LOCAL)["hits"]
     posts, gets = _metric(fast, _POSTS), _metric(fast, _GETS)
     for _ in range(3):
         assert fast.post("/api/tts", data={"text": text, "voice": VOICE}).headers["x-cache"] == "HIT"
     fast.get(f"/api/audio/{key}.wav")
     assert p.counts.tts == 3 and p.counts.audio == 1
-    snap = p.service.snapshot()
+    snap = p.service.dashboard.snapshot(caller=LOCAL)
     assert snap["hits"] == hits + 3
     assert any(row["text"] == text and row["count"] >= 4 for row in snap["top_requested"]), snap["top_requested"]
     # The HTTP metrics label them with their route, as the endpoints' requests are.
@@ -256,13 +258,13 @@ def test_memory_hit_answers_only_what_memory_alone_can(tmp_path: Path) -> None:
     saved = TTSRequest(text="From memory.", voice="desk")
     first = make(tmp_path)
     try:
-        first.save_voice("desk", (22_050, tone_prompt()), "")
+        first.voices.save("desk", (22_050, tone_prompt()), "", caller=LOCAL)
         assert first.memory_hit(preset) is None  # a miss: the caller synthesises
         assert first.synthesise(preset).cache == "MISS"
-        before = first.snapshot()
+        before = first.dashboard.snapshot(caller=LOCAL)
         hit = first.memory_hit(preset)
         assert hit is not None and hit.cache == "HIT" and hit.info["tier"] == "memory"
-        after = first.snapshot()
+        after = first.dashboard.snapshot(caller=LOCAL)
         assert after["hits"] == before["hits"] + 1 and after["errors"] == before["errors"]
         assert first.synthesise(saved).cache == "MISS"
         assert first.memory_hit(saved) is not None  # the saved voice is remembered
@@ -276,25 +278,37 @@ def test_memory_hit_answers_only_what_memory_alone_can(tmp_path: Path) -> None:
         assert again.memory_hit(saved) is not None  # and now both are in memory
         upload = TTSRequest(text="From memory.", prompt_audio=(22_050, tone_prompt()))
         assert again.memory_hit(upload) is None  # a prompt to decode is not event-loop work
-        errors = again.snapshot()["errors"]
+        errors = again.dashboard.snapshot(caller=LOCAL)["errors"]
         assert again.memory_hit(TTSRequest(text="", voice=VOICE)) is None  # refused: recorded by synthesise
-        assert again.snapshot()["errors"] == errors
+        assert again.dashboard.snapshot(caller=LOCAL)["errors"] == errors
     finally:
         again.close()
 
 
-def test_the_hit_path_remembers_preset_resolutions_but_never_a_saved_voices(service: TTSService) -> None:
-    preset = TTSRequest(text="Remembered.", voice=VOICE, seed=1)
-    first = service.resolver.resolve_in_memory(preset)
-    assert first is not None and service.resolver.resolve_in_memory(preset) is first  # kept
-    assert first == service.resolve(preset)  # and what the normal path resolves
-    with pytest.raises(ValidationError, match="seed"):  # True == 1, but a bool is no seed
-        service.resolver.resolve_in_memory(TTSRequest(text="Remembered.", voice=VOICE, seed=True))
+def test_the_hit_path_remembers_preset_resolutions_but_never_a_saved_voices(
+    service: TTSService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolutions: list[str] = []
+    real = Resolver._resolve
 
-    service.save_voice("desk", (22_050, tone_prompt(hz=180.0)), "")
+    def counted(self: Resolver, request: TTSRequest, saved: Any) -> Any:
+        resolutions.append(request.text)
+        return real(self, request, saved)
+
+    monkeypatch.setattr(Resolver, "_resolve", counted)
+    preset = TTSRequest(text="Remembered.", voice=VOICE, seed=1)
+    assert service.synthesise(preset).cache == "MISS"
+    assert service.memory_hit(preset) is not None and service.memory_hit(preset) is not None
+    # synthesise, then the first hit; the second hit is remembered (templates resolve their own texts)
+    assert resolutions.count("Remembered.") == 2
+    with pytest.raises(ValidationError, match="seed"):  # True == 1, but a bool is no seed
+        service.synthesise(TTSRequest(text="Remembered.", voice=VOICE, seed=True))
+    assert service.memory_hit(TTSRequest(text="Remembered.", voice=VOICE, seed=True)) is None
+
+    service.voices.save("desk", (22_050, tone_prompt(hz=180.0)), "", caller=LOCAL)
     saved = TTSRequest(text="Remembered.", voice="desk")
     assert service.synthesise(saved).cache == "MISS"
     assert service.memory_hit(saved) is not None
-    service.save_voice("desk", (22_050, tone_prompt(hz=240.0)), "", replace=True)  # another voice, same name
+    service.voices.save("desk", (22_050, tone_prompt(hz=240.0)), "", replace=True, caller=LOCAL)  # another voice, same name
     assert service.memory_hit(saved) is None  # a new key: not the old voice's audio
     assert service.synthesise(saved).cache == "MISS"

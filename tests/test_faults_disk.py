@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 import lib.cache.handle
+from lib.access import LOCAL
 from lib.api import create_app
 from lib.cache.diskutil import free_bytes
 from lib.cache.store import directory_bytes
@@ -144,23 +145,23 @@ def test_verify_repairs_an_unreadable_database_in_every_store(tmp_path: Path) ->
     svc = TTSService(make_config(tmp_path / "c"), ToneEngine())
     try:
         speak(svc, "stored before the damage")
-        svc.save_voice("desk", (22_050, tone_prompt()), "")
-        svc.flush()
+        svc.voices.save("desk", (22_050, tone_prompt()), "", caller=LOCAL)
+        svc.cache.flush()
         for store in ("audio", "voices"):
             checkpoint(tmp_path / "c" / store)
             with open(tmp_path / "c" / store / "cache.db", "r+b") as db:  # same file, content destroyed
                 db.write(os.urandom(8192))
-        report = svc.verify()
+        report = svc.admin.verify(caller=LOCAL)
         moved = [line for line in report["repairs"] if "moved it aside" in line]
         assert len(moved) == 2, report
         assert {"cache store" in line or "voice store" in line for line in moved} == {True}
         for store in ("audio", "voices"):
             assert len(list((tmp_path / "c" / store).glob("cache.db.damaged-*"))) == 1
         again = speak(svc, "written after the repair")
-        svc.flush()
-        assert svc.store.contains(again.key)
-        svc.save_voice("desk 2", (22_050, tone_prompt()), "")  # the voice store takes writes again
-        assert svc.verify()["repairs"] == []
+        svc.cache.flush()
+        assert svc.cache.store.contains(again.key)
+        svc.voices.save("desk 2", (22_050, tone_prompt()), "", caller=LOCAL)  # the voice store takes writes again
+        assert svc.admin.verify(caller=LOCAL)["repairs"] == []
     finally:
         svc.close()
 
@@ -182,28 +183,28 @@ def test_full_disk_evicts_to_make_room_and_resumes_when_space_returns(
                 results = []
                 for i in range(80):  # about 20 MB of entries for the 5 MiB left
                     results.append(speak(svc, f"full disk phrase {i:02d}"))
-                    svc.flush()
+                    svc.cache.flush()
             assert [r.cache for r in results] == ["MISS"] * 80 and engine.calls == 80
-            stats = svc.store.stats()
+            stats = svc.cache.store.stats()
             assert stats["disk_full"] and stats["effective_limit"] < stats["size_limit"]
             assert any("is full: the audio store is held to" in r.getMessage() for r in caplog.records)
             held = stats["entries"]
-            kept = [r.key for r in results if svc.store.contains(r.key)]
+            kept = [r.key for r in results if svc.cache.store.contains(r.key)]
             assert 0 < held < 80 and len(kept) == held  # evicted to make room ...
-            assert svc.store.contains(results[-1].key)  # ... and kept writing at the lower limit
+            assert svc.cache.store.contains(results[-1].key)  # ... and kept writing at the lower limit
             hit = speak(svc, "full disk phrase 79")  # hits are served, from the disk tier
             assert hit.cache == "HIT" and hit.info["tier"] == "disk" and engine.calls == 80
             assert free_bytes(mount) > 0
-            health = svc.health()
+            health = svc.dashboard.health()
             assert health["status"] == "degraded" and any("disk full" in r for r in health["reasons"])
 
             other.unlink()  # space returns
             for i in range(80, 90):
                 speak(svc, f"full disk phrase {i:02d}")
-                svc.flush()
-            assert svc.store.stats()["entries"] > held  # stored without evicting the others
-            assert all(svc.store.contains(key) for key in kept)
-            print(f"\n8 MiB tmpfs: held {held} entries while full, {svc.store.stats()['entries']} once 3 MiB returned")
+                svc.cache.flush()
+            assert svc.cache.store.stats()["entries"] > held  # stored without evicting the others
+            assert all(svc.cache.store.contains(key) for key in kept)
+            print(f"\n8 MiB tmpfs: held {held} entries while full, {svc.cache.store.stats()['entries']} once 3 MiB returned")
         finally:
             svc.close()
 
@@ -213,10 +214,10 @@ def test_a_restart_on_a_full_disk_opens_the_store(tmp_path: Path, caplog: pytest
         svc = TTSService(make_config(mount / "cache", **{"cache.memory_bytes": 0}), ToneEngine(seconds_per_char=0.2))
         try:
             kept = speak(svc, "kept across the restart")
-            svc.flush()
+            svc.cache.flush()
             time.sleep(0.1)
-            svc.disks.upkeep()  # writes the disk reserve
-            assert svc.disks.reserve.present
+            svc.dashboard.disks.upkeep()  # writes the disk reserve
+            assert svc.dashboard.disks.reserve.present
         finally:
             svc.close()
         fill(mount / "filler")  # another program fills the disk to the last byte
@@ -225,7 +226,7 @@ def test_a_restart_on_a_full_disk_opens_the_store(tmp_path: Path, caplog: pytest
         with caplog.at_level(logging.WARNING):
             svc = TTSService(make_config(mount / "cache", **{"cache.memory_bytes": 0}), engine)
         try:
-            assert svc.store.available  # opened, in the room the reserve left
+            assert svc.cache.store.available  # opened, in the room the reserve left
             assert any("released the" in r.getMessage() and "reserve" in r.getMessage() for r in caplog.records)
             again = speak(svc, "kept across the restart")
             assert again.cache == "HIT" and again.info["tier"] == "disk" and again.wav == kept.wav
@@ -244,9 +245,9 @@ def test_deleted_cache_directory_is_recreated_and_nothing_written_after_is_lost(
     root = tmp_path / "cache"
     svc = TTSService(make_config(root), ToneEngine())
     try:
-        with LiveServer(create_app(svc, admin_token="t")) as live, httpx.Client(base_url=live.url, timeout=30) as c:
+        with LiveServer(create_app(svc)) as live, httpx.Client(base_url=live.url, timeout=30) as c:
             assert tts(c, "before the deletion").status_code == 200
-            svc.flush()
+            svc.cache.flush()
             with caplog.at_level(logging.ERROR):
                 shutil.rmtree(root)  # rm -rf under the running service
                 saved = c.post(
@@ -255,7 +256,7 @@ def test_deleted_cache_directory_is_recreated_and_nothing_written_after_is_lost(
                 assert saved.status_code == 201, saved.text
                 new = tts(c, "after the deletion")
                 assert new.status_code == 200 and new.headers["x-cache"] == "MISS"
-                svc.flush()
+                svc.cache.flush()
             assert any("was deleted or replaced" in r.getMessage() for r in caplog.records)
             for path in [root, *root.iterdir()]:
                 assert path.stat().st_mode & 0o777 == 0o700, path  # recreated private
@@ -276,13 +277,13 @@ def test_deleted_cache_directory_is_recreated_and_nothing_written_after_is_lost(
             )
             assert saved.status_code == 201
             key = tts(c, "after the repair").headers["x-cache-key"]
-            svc.flush()
+            svc.cache.flush()
     finally:
         svc.close()
     engine = ToneEngine()
     svc = TTSService(make_config(root), engine)  # a restart: what was written after the deletion is there
     try:
-        assert {"later"} <= {v["name"] for v in svc.list_voices()}
+        assert {"later"} <= {v["name"] for v in svc.voices.list(caller=LOCAL)}
         assert speak(svc, "after the repair").key == key
         assert speak(svc, "after the repair").cache == "HIT" and engine.calls == 0
     finally:
@@ -299,27 +300,27 @@ def test_whole_cache_directory_stays_within_the_size_limit(tmp_path: Path) -> No
     config = make_config(root, **{"cache.size_limit": limit, "cache.memory_bytes": 0})
     svc = TTSService(config, engine)
     try:
-        svc.save_voice("desk", (22_050, tone_prompt()), "")
+        svc.voices.save("desk", (22_050, tone_prompt()), "", caller=LOCAL)
         peak = biggest = written = 0
         n = 0
         while written < 3 * limit:
             if n % 5 == 0:  # a new uploaded prompt now and then: a voice profile too
                 speak(svc, f"upload {n}", voice=None, prompt_audio=(22_050, tone_prompt(hz=150.0 + n)))
             result = speak(svc, f"entry {n:03d}" + "." * (n % 4), voice="desk" if n % 2 else "tone-low")
-            svc.flush()
-            blob = svc.store.get_blob(result.key)
+            svc.cache.flush()
+            blob = svc.cache.store.get_blob(result.key)
             if blob is not None:
                 written += len(blob)
                 biggest = max(biggest, len(blob))
             if n % 10 == 0:
-                svc.disks.upkeep()
+                svc.dashboard.disks.upkeep()
             size = directory_bytes(root)
             peak = max(peak, size)
             # The documented bound: the limit, plus one entry being written, plus the last
             # transaction in each SQLite log beyond its bound (64 KiB in all).
             assert size <= limit + biggest + 64 * 1024, f"{size} bytes on disk after {n} entries (limit {limit})"
             n += 1
-        assert svc.store.stats()["entries"] < n
+        assert svc.cache.store.stats()["entries"] < n
         files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and "cache.db" in p.name)
         print(f"\nsize limit {limit}: {n} entries written ({written} bytes), directory peak {peak} bytes "
               f"({peak / limit:.2f}x the limit, biggest entry {biggest}); databases: {files}")  # fmt: skip
@@ -334,8 +335,8 @@ def test_voice_library_is_capped_at_a_quarter_of_the_limit(tmp_path: Path) -> No
 
         with pytest.raises(StoreFullError, match="voice library is full"):
             for i in range(40):  # each 10 s prompt is about 80 KB of FLAC; the cap is 256 KiB
-                svc.save_voice(f"v{i}", (22_050, tone_prompt(seconds=10.0, hz=100.0 + i)), "")
-        assert 1 <= len([v for v in svc.list_voices() if v["kind"] == "saved"]) < 40
+                svc.voices.save(f"v{i}", (22_050, tone_prompt(seconds=10.0, hz=100.0 + i)), "", caller=LOCAL)
+        assert 1 <= len([v for v in svc.voices.list(caller=LOCAL) if v["kind"] == "saved"]) < 40
         assert directory_bytes(tmp_path / "c" / "voices") <= 1024 * 1024 // 4 + 256 * 1024
     finally:
         svc.close()
@@ -346,11 +347,11 @@ def test_damage_messages_name_the_store(tmp_path: Path) -> None:
     svc = TTSService(make_config(tmp_path / "c"), ToneEngine())
     try:
         speak(svc, "something")
-        svc.flush()
+        svc.cache.flush()
         checkpoint(tmp_path / "c" / "audio")
         with open(tmp_path / "c" / "audio" / "cache.db", "r+b") as db:
             db.write(b"\0" * 4096)
-        report = svc.verify()
+        report = svc.admin.verify(caller=LOCAL)
         assert any(re.search(r"cache store database .*cache\.db is damaged .*cache\.db\.damaged-\d", line)
                    for line in report["repairs"]), report  # fmt: skip
     finally:
@@ -368,14 +369,14 @@ def test_voice_save_and_delete_are_503_on_a_read_only_disk(tmp_path: Path) -> No
     with tmpfs(tmp_path / "disk", "16m") as mount:
         svc = TTSService(make_config(mount / "cache"), ToneEngine())
         try:
-            svc.save_voice("kept", (22_050, tone_prompt()), "")
+            svc.voices.save("kept", (22_050, tone_prompt()), "", caller=LOCAL)
         finally:
             svc.close()
         assert os.system(f"mount -o remount,ro '{mount}'") == 0  # the filesystem turns read-only
         try:
             svc = TTSService(make_config(mount / "cache"), ToneEngine())
             try:
-                with LiveServer(create_app(svc, admin_token="t")) as live, httpx.Client(base_url=live.url) as c:
+                with LiveServer(create_app(svc)) as live, httpx.Client(base_url=live.url) as c:
                     saved = _save(c, "new")
                     assert saved.status_code == 503, saved.text
                     assert "cannot write" in saved.json()["error"] and "nothing was changed" in saved.json()["error"]
@@ -389,7 +390,7 @@ def test_voice_save_and_delete_are_503_on_a_read_only_disk(tmp_path: Path) -> No
             assert os.system(f"mount -o remount,rw '{mount}'") == 0
         svc = TTSService(make_config(mount / "cache"), ToneEngine())
         try:  # nothing was changed
-            assert [v["name"] for v in svc.list_voices() if v["kind"] == "saved"] == ["kept"]
+            assert [v["name"] for v in svc.voices.list(caller=LOCAL) if v["kind"] == "saved"] == ["kept"]
         finally:
             svc.close()
 
@@ -398,17 +399,17 @@ def test_voice_save_is_503_on_a_full_disk_and_201_once_space_returns(tmp_path: P
     with tmpfs(tmp_path / "disk", "8m") as mount:
         svc = TTSService(make_config(mount / "cache"), ToneEngine())
         try:
-            with LiveServer(create_app(svc, admin_token="t")) as live, httpx.Client(base_url=live.url) as c:
+            with LiveServer(create_app(svc)) as live, httpx.Client(base_url=live.url) as c:
                 assert _save(c, "before").status_code == 201
-                svc.disks.reserve.release()  # nothing left to free: the disk is full for good
+                svc.dashboard.disks.reserve.release()  # nothing left to free: the disk is full for good
                 fill(mount / "filler")
                 full = _save(c, "during")
                 assert full.status_code == 503, full.text
                 assert "full, read-only or missing" in full.json()["error"]
                 (mount / "filler").unlink()
                 assert _save(c, "after").status_code == 201
-            assert {"before", "after"} <= {v["name"] for v in svc.list_voices()}
-            assert "during" not in {v["name"] for v in svc.list_voices()}
+            assert {"before", "after"} <= {v["name"] for v in svc.voices.list(caller=LOCAL)}
+            assert "during" not in {v["name"] for v in svc.voices.list(caller=LOCAL)}
         finally:
             svc.close()
 
@@ -441,15 +442,15 @@ def test_unwritable_value_folders_are_degraded_until_a_value_is_written_again(
     try:
         with LiveServer(create_app(svc)) as live, httpx.Client(base_url=live.url, timeout=30) as c:
             first = tts(c, "stored before the fault")
-            assert first.status_code == 200 and svc.wait_stored(first.headers["X-Cache-Key"])
+            assert first.status_code == 200 and svc.cache.wait_written(first.headers["X-Cache-Key"])
             assert c.get("/healthz").json()["status"] == "ok"
             folders = [audio, *(p for p in audio.rglob("*") if p.is_dir())]
             with immutable(folders), caplog.at_level(logging.INFO):
                 served = tts(c, "made while the value folders are unwritable")
                 assert served.status_code == 200  # served all the same
                 key = served.headers["X-Cache-Key"]
-                svc.wait_stored(key, timeout=5)  # the write was tried (and failed)
-                assert svc.store.get(key) is None  # not on disk
+                svc.cache.wait_written(key, timeout=5)  # the write was tried (and failed)
+                assert svc.cache.store.get(key) is None  # not on disk
                 for _ in range(3):  # the failed store is reopened (REOPEN_AFTER 0): still not healthy
                     health = c.get("/healthz").json()
                     assert health["status"] == "degraded", health
@@ -463,7 +464,7 @@ def test_unwritable_value_folders_are_degraded_until_a_value_is_written_again(
             assert any(f"{audio} is available again (a value file was written)" in r.getMessage()
                        for r in caplog.records)  # fmt: skip
             after = tts(c, "stored after the fault")
-            assert svc.wait_stored(after.headers["X-Cache-Key"])
-            assert svc.store.get(after.headers["X-Cache-Key"]) is not None
+            assert svc.cache.wait_written(after.headers["X-Cache-Key"])
+            assert svc.cache.store.get(after.headers["X-Cache-Key"]) is not None
     finally:
         svc.close()

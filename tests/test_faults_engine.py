@@ -267,8 +267,8 @@ def test_a_stuck_call_fails_504_is_reported_and_refused_until_it_returns(
                 r = http.post("/api/tts", data={"text": "stuck for good", "voice": "tone-low"})
             assert r.status_code == 504 and "deadline" in r.json()["error"]
             assert "passed its 1.0 s deadline" in caplog.text
-            assert not svc.store.contains(key) and svc.lookup(key) is None  # nothing cached
-            assert not svc._lock_store.held(key)  # the key's lease was released
+            assert not svc.cache.store.contains(key) and svc.cache.lookup(key) is None  # nothing cached
+            assert not svc.singleflight.leases.held(key)  # the key's lease was released
             metrics = http.get("/metrics").text
             assert _metric(metrics, "tts_engine_timeouts_total", engine="tone", call="synthesise") == 1
             assert _metric(metrics, "tts_engine_healthy") == 0
@@ -285,7 +285,7 @@ def test_a_stuck_call_fails_504_is_reported_and_refused_until_it_returns(
             wait_for(lambda: http.get("/healthz").json()["status"] == "ok")
             fine = http.post("/api/tts", data={"text": "another text", "voice": "tone-low"})
             assert fine.status_code == 200 and fine.headers["x-cache"] == "MISS"
-            assert not svc.store.contains(key)  # the late result of the stuck call was not cached either
+            assert not svc.cache.store.contains(key)  # the late result of the stuck call was not cached either
     finally:
         svc.close()
 
@@ -330,7 +330,7 @@ def test_stuck_prompt_analysis_and_conversion_fail_504_through_the_service(tmp_p
         stuck.gate.clear()
         with pytest.raises(EngineTimeoutError):
             within(30, lambda: svc.convert(ConvertRequest(source_audio=wav.getvalue(), voice="tone-low", seed=666)))
-        assert svc.store.stats()["entries"] == 0
+        assert svc.cache.store.stats()["entries"] == 0
     finally:
         stuck.gate.set()
         svc.close()
@@ -345,8 +345,8 @@ def test_a_stuck_streamed_answer_ends_with_the_timeout_and_caches_nothing(tmp_pa
         with pytest.raises(EngineTimeoutError):
             within(30, lambda: chunks.extend(answer.chunks))
         assert len(chunks) == 1  # what came before the engine stuck was passed on
-        assert svc.lookup(answer.key) is None
-        assert _metric(svc.metrics.exposition().decode(), "tts_engine_timeouts_total", engine="tone", call="stream")
+        assert svc.cache.lookup(answer.key) is None
+        assert _metric(svc.dashboard.metrics.exposition().decode(), "tts_engine_timeouts_total", engine="tone", call="stream")
     finally:
         stuck.gate.set()
         svc.close()
@@ -359,11 +359,11 @@ def test_the_lease_of_a_running_call_is_bounded_by_its_deadline(tmp_path: Path, 
         key = svc.resolve(request).key
         threading.Thread(target=lambda: _quietly(lambda: svc.synthesise(request)), daemon=True).start()
         stuck.entered.wait(30)
-        renewer = svc.renewer
+        renewer = svc.singleflight.renewer
         assert renewer is not None
         bound = wait_for(lambda: renewer._bounds.get(key))
         assert 10 < bound - time.monotonic() <= 20  # renewed no longer than the call's 20 s deadline
-        assert svc._lock_store.held(key)
+        assert svc.singleflight.leases.held(key)
     finally:
         stuck.gate.set()
         svc.close()
@@ -413,12 +413,12 @@ def test_three_failed_calls_in_a_row_make_the_engine_failing(tmp_path: Path) -> 
         for i in range(3):
             with pytest.raises(EngineError):
                 svc.synthesise(TTSRequest(text=f"text {i}", voice="tone-low"))
-        health = svc.health()
+        health = svc.dashboard.health()
         assert health["status"] == "degraded" and health["engine_state"]["state"] == "failing"
         assert "CUDA out of memory" in health["engine_state"]["reason"]
         engine.fail = None
         svc.synthesise(TTSRequest(text="text 4", voice="tone-low"))
-        assert svc.health()["engine_state"]["state"] == "ok"
+        assert svc.dashboard.health()["engine_state"]["state"] == "ok"
     finally:
         svc.close()
 
@@ -429,9 +429,9 @@ _LAUNCHER = """
 import sys, threading
 sys.path.insert(0, {repo!r})
 sys.path.insert(0, {tests!r})
-import lib.service
+import lib.wiring
 from test_faults_engine import StuckTone
-lib.service.create_engine = lambda config: StuckTone()  # every call on "stuck..." blocks for good
+lib.wiring.create_engine = lambda config: StuckTone()  # every call on "stuck..." blocks for good
 from {module} import main
 sys.exit(main({argv!r}))
 """

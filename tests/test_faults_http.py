@@ -31,7 +31,7 @@ from tests.server_process import ServerProcess
 def _service(tmp_path: Path, **overrides: Any) -> TTSService:
     values: dict[str, Any] = {"engine": "tone", "cache.dir": str(tmp_path / "cache"), "voices.prewarm": False}
     values.update(overrides)
-    return TTSService(load_config(env={}, overrides=values), ToneEngine())
+    return TTSService(load_config(env={}, overrides=values), ToneEngine(), admin_token="t")
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TTSService]:
 
 @pytest.fixture(scope="module")
 def live(service: TTSService) -> Iterator[LiveServer]:
-    with LiveServer(create_app(service, admin_token="t"), server=service.config.server) as server:
+    with LiveServer(create_app(service), server=service.config.server) as server:
         yield server
 
 
@@ -243,8 +243,8 @@ def test_every_entry_point_refuses_unencodable_text(service: TTSService, field: 
 
 
 def test_json_url_is_on_disk_before_the_answer(service: TTSService, live: LiveServer) -> None:
-    store = service.store
-    service.flush()  # writes queued by earlier tests on this module's service
+    store = service.cache.store
+    service.cache.flush()  # writes queued by earlier tests on this module's service
     original = store.put_blob
     calls: list[str] = []
 

@@ -56,7 +56,7 @@ def test_a_killed_lock_holder_blocks_its_key_for_one_lease_at_most(tmp_path: Pat
         lease = svc.config.cache.lock_lease
         assert lease <= 5.0  # short by default: a dead holder blocks its key for seconds
         key = svc.resolve(TTSRequest(text=TEXT, voice="tone-low")).key
-        locks = svc._lock_store
+        locks = svc.singleflight.leases
         assert _wait_for(lambda: locks.expires_at(key) is not None), "the holder never took the lease"
         first = locks.expires_at(key)
         assert first is not None

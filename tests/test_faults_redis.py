@@ -99,12 +99,12 @@ def test_slow_redis_under_load_never_fails_a_request(
             stop.set()
             for thread in threads:
                 thread.join(timeout=60)
-            assert _wait_until(lambda: svc.shared is not None and svc.shared.up)  # and back
+            assert _wait_until(lambda: svc.cache.shared is not None and svc.cache.shared.up)  # and back
         assert failures == [], failures[:5]
         assert set(statuses) == {200}, statuses
         during = [took for at, took in answered if slept_at + 0.6 < at < woke_at]
         assert during, "nothing was answered while Redis slept"
-        metrics = svc.metrics.exposition().decode()
+        metrics = svc.dashboard.metrics.exposition().decode()
         counted = [line for line in metrics.splitlines() if line.startswith("tts_shared_errors_total")]
         errors = float(counted[0].split()[1])
         assert errors >= 1  # the breaker saw the faults ...
@@ -193,9 +193,9 @@ def test_too_large_entries_are_logged_once_per_minute(tmp_path: Path, caplog: py
         with caplog.at_level(logging.WARNING, logger="lib.cache"):
             for i in range(30):
                 svc.synthesise(_request(f"a long announcement number {i}"))
-                svc.flush()
+                svc.cache.flush()
         lines = [r for r in caplog.records if "over cache.max_entry_fraction" in r.getMessage()]
-        assert len(lines) == 1 and svc.store.stats()["entries"] == 0
+        assert len(lines) == 1 and svc.cache.store.stats()["entries"] == 0
     finally:
         svc.close()
 

@@ -148,7 +148,7 @@ def test_ui_results_and_exports_stay_in_the_private_directory_and_go_on_close(
     assert {p.parent for p in paths} == {directory}
     assert all(mode(p) == 0o600 for p in paths)
     assert [p.name for p in private_tmp.iterdir()] == [directory.name]  # no directory per export
-    assert not str(directory).startswith(str(service.cache_dir))  # outside the cache's size limit
+    assert not str(directory).startswith(str(service.config.cache.dir))  # outside the cache's size limit
     assert service.synthesise(TTSRequest(text="Now boarding.", voice="tone-low")).path.parent == directory
     service.close()
     assert list(private_tmp.iterdir()) == []

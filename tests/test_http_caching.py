@@ -22,7 +22,7 @@ from tests.api_server import LiveServer
 
 
 def make(tmp_path: Path, **overrides: Any) -> TTSService:
-    service: TTSService = tone_service(tmp_path, **overrides)
+    service: TTSService = tone_service(tmp_path, admin_token="t", **overrides)
     return service
 
 
@@ -35,7 +35,7 @@ def service(tmp_path: Path) -> Iterator[TTSService]:
 
 @pytest.fixture
 def http(service: TTSService) -> Iterator[httpx.Client]:
-    with LiveServer(create_app(service, admin_token="t")) as live, httpx.Client(base_url=live.url, timeout=30) as c:
+    with LiveServer(create_app(service)) as live, httpx.Client(base_url=live.url, timeout=30) as c:
         yield c
 
 
@@ -94,8 +94,8 @@ def test_the_configured_default_ttl_counts_too(tmp_path: Path) -> None:
             made = tts(http, "an hour by default")
             assert 3500 <= max_age(made) <= 3600
             key = made.headers["x-cache-key"]
-            svc.flush()
-            svc.tiers.drop_memory()  # served from disk: the TTL comes with the entry
+            svc.cache.flush()
+            svc.cache.drop_memory()  # served from disk: the TTL comes with the entry
             assert 3500 <= max_age(http.get(f"/api/audio/{key}.wav")) <= 3600
     finally:
         svc.close()
@@ -112,12 +112,12 @@ def test_the_ttl_is_honoured_after_it_is_sent(http: httpx.Client, service: TTSSe
     made = tts(http, "gone in a second", ttl=1)
     key = made.headers["x-cache-key"]
     assert max_age(made) <= 1
-    service.flush()
-    assert service.store.get(key) is not None  # on disk, for now
+    service.cache.flush()
+    assert service.cache.store.get(key) is not None  # on disk, for now
     time.sleep(1.3)  # let it expire (the test asserts what happens after, not how fast)
     assert http.get(f"/api/audio/{key}.wav").status_code == 404
     assert http.get(f"/api/audio/{key}.wav", headers={"If-None-Match": made.headers["etag"]}).status_code == 404
-    assert service.memory_entry(key) is None and service.store.get(key) is None  # absent from every tier
+    assert service.cache.memory_entry(key) is None and service.cache.store.get(key) is None  # absent from every tier
     calls = service.engine.calls  # type: ignore[attr-defined]
     again = tts(http, "gone in a second", ttl=60)
     assert again.headers["x-cache"] == "MISS" and service.engine.calls == calls + 1  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from lib.access import LOCAL
 from lib.cache.leases import DiskLeases, Renewer
 from lib.cache.singleflight import LocalFlights
 from lib.cache.writer import Writer, WriterClosedError
@@ -135,10 +136,10 @@ def test_dashboard_refresh_does_not_wait_for_background_writes(tmp_path: Path) -
     svc = TTSService(load_config(env={}, overrides={"engine": "tone", "cache.dir": str(tmp_path / "c")}), ToneEngine())
     try:
         blocked, release = threading.Event(), threading.Event()
-        svc.writer.submit(lambda: (blocked.set(), release.wait()))
+        svc.cache.writer.submit(lambda: (blocked.set(), release.wait()))
         assert blocked.wait(10)
         snapshots: list[dict[str, object]] = []
-        reader = threading.Thread(target=lambda: snapshots.append(svc.snapshot()))
+        reader = threading.Thread(target=lambda: snapshots.append(svc.dashboard.snapshot(caller=LOCAL)))
         reader.start()
         reader.join(30)
         assert snapshots and not reader.is_alive()  # answered while the writer was still busy

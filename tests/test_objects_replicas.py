@@ -19,6 +19,7 @@ import pytest
 from redis_server import RedisServer, require_redis_server
 from s3_server import ACCESS_KEY, SECRET_KEY, S3Server
 
+from lib.access import LOCAL
 from lib.api import create_app
 from lib.cache.entry import unpack
 from lib.config import load_config
@@ -57,7 +58,7 @@ def make(tmp_path: Path, s3: S3Server) -> Iterator[Make]:
             "engine": "tone", "cache.dir": str(tmp_path / name), "voices.prewarm": False,
             "cache.objects_url": url or s3.url(prefix), **config,
         }  # fmt: skip
-        service = TTSService(load_config(env={}, overrides=overrides), engine=ToneEngine(delay=delay))
+        service = TTSService(load_config(env={}, overrides=overrides), engine=ToneEngine(delay=delay), admin_token="t")
         services.append(service)
         return service
 
@@ -85,16 +86,16 @@ def wait_until(condition: Callable[[], bool], limit: float = 20.0) -> bool:
 
 def test_a_miss_on_one_replica_is_a_hit_on_the_other(make: Make) -> None:
     a, b = make("a"), make("b")
-    assert a.shared is None and b.shared is None  # no Redis: the object store only
+    assert a.cache.shared is None and b.cache.shared is None  # no Redis: the object store only
     first = a.synthesise(req("Shared through the object store."))
-    a.flush()
+    a.cache.flush()
     second = b.synthesise(req("Shared through the object store."))
     assert (first.cache, second.cache, second.info.get("tier")) == ("MISS", "HIT", "objects")
     assert second.wav == first.wav and calls(a, b) == 1
-    assert b.store.contains(second.key)  # copied into the local tiers ...
+    assert b.cache.store.contains(second.key)  # copied into the local tiers ...
     third = b.synthesise(req("Shared through the object store."))
     assert third.info.get("tier") == "memory"  # ... and served from them next time
-    assert 'tts_cache_tier_hits_total{tier="objects"} 1.0' in b.metrics.exposition().decode()
+    assert 'tts_cache_tier_hits_total{tier="objects"} 1.0' in b.dashboard.metrics.exposition().decode()
 
 
 def test_a_fresh_replica_hits_from_the_store(make: Make) -> None:
@@ -126,7 +127,7 @@ def test_concurrent_identical_misses_on_two_replicas_run_the_engine_once(make: M
     assert calls(a, b) == 1  # the lease object held the other replica off
     assert sorted(r.cache for r in results) == ["HIT"] * 11 + ["MISS"]
     assert len({r.wav for r in results}) == 1
-    assert a.objects is not None and a.objects.leases(None).holder(results[0].key) is None  # released
+    assert a.cache.objects is not None and a.cache.objects.leases(None).holder(results[0].key) is None  # released
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "another key"])
@@ -134,14 +135,14 @@ def test_a_corrupt_object_is_not_served_but_deleted_and_remade(make: Make, damag
     a, b = make("a"), make("b")
     text = f"Bit rot in the object store ({damage})."
     first = a.synthesise(req(text))
-    a.flush()
-    tier = a.objects
+    a.cache.flush()
+    tier = a.cache.objects
     assert tier is not None
     name = tier.layout.entry(first.key)
     good = tier.client.get(name)
     assert good is not None
     other = a.synthesise(req(text + " Another."))
-    a.flush()
+    a.cache.flush()
     bad = {
         "garbage": b"\x00garbage" * 100,
         "truncated": good.body[: len(good.body) // 2],
@@ -151,9 +152,9 @@ def test_a_corrupt_object_is_not_served_but_deleted_and_remade(make: Make, damag
     second = b.synthesise(req(text))
     assert second.cache == "MISS"  # made again, never served from the damaged object
     assert second.wav == first.wav
-    assert b.objects is not None and b.objects.status()["corrupt"] == 1
-    assert "tts_objects_errors_total 1.0" in b.metrics.exposition().decode()
-    b.flush()
+    assert b.cache.objects is not None and b.cache.objects.status()["corrupt"] == 1
+    assert "tts_objects_errors_total 1.0" in b.dashboard.metrics.exposition().decode()
+    b.cache.flush()
     stored = tier.client.get(name)
     assert stored is not None and unpack(stored.body, first.key).wav == first.wav  # a good copy written back
 
@@ -161,38 +162,38 @@ def test_a_corrupt_object_is_not_served_but_deleted_and_remade(make: Make, damag
 def test_evicting_a_model_version_or_clearing_reaches_the_store_and_the_other_replica(make: Make) -> None:
     a, b = make("a"), make("b")
     made = a.synthesise(req("Evict me everywhere."))
-    a.flush()
+    a.cache.flush()
     assert b.synthesise(req("Evict me everywhere.")).info.get("tier") == "objects"
-    assert b.store.contains(made.key)
-    report = a.evict(a.tag)
+    assert b.cache.store.contains(made.key)
+    report = a.admin.evict(a.tag, caller=LOCAL)
     assert report["objects_removed"] == 1
-    assert a.objects is not None and a.objects.client.get(a.objects.layout.entry(made.key)) is None
-    assert b.objects is not None and b.objects.feed is not None and b.objects.feed.poll() == 1
-    assert not b.store.contains(made.key)  # the other replica dropped its local copy
+    assert a.cache.objects is not None and a.cache.objects.client.get(a.cache.objects.layout.entry(made.key)) is None
+    assert b.cache.objects is not None and b.cache.objects.feed is not None and b.cache.objects.feed.poll() == 1
+    assert not b.cache.store.contains(made.key)  # the other replica dropped its local copy
     again = b.synthesise(req("Evict me everywhere."))
     assert again.cache == "MISS"
-    b.flush()
-    assert b.clear()["objects_removed"] == 1
-    assert a.objects.feed is not None and a.objects.feed.poll() == 1
-    assert a.lookup(again.key) is None and b.lookup(again.key) is None
+    b.cache.flush()
+    assert b.admin.clear(caller=LOCAL)["objects_removed"] == 1
+    assert a.cache.objects.feed is not None and a.cache.objects.feed.poll() == 1
+    assert a.cache.lookup(again.key) is None and b.cache.lookup(again.key) is None
 
 
 def test_an_entry_past_its_ttl_is_not_served_from_the_store_and_is_swept(make: Make) -> None:
     a = make("a")
     made = a.synthesise(req("Short-lived.", ttl=1.0))
-    a.flush()
-    assert a.objects is not None
-    head = a.objects.client.head(a.objects.layout.entry(made.key))
+    a.cache.flush()
+    assert a.cache.objects is not None
+    head = a.cache.objects.client.head(a.cache.objects.layout.entry(made.key))
     assert head is not None and float(head.metadata["expires"]) == pytest.approx(time.time() + 1, abs=2)
     time.sleep(1.2)
     fresh = make("fresh")
     again = fresh.synthesise(req("Short-lived.", ttl=60.0))
     assert again.cache == "MISS" and calls(fresh) == 1
-    fresh.flush()
+    fresh.cache.flush()
     later = a.synthesise(req("Short-lived, later."))
     assert later.cache == "MISS"
-    assert a.sweep_expired()["objects_expired_removed"] == 0  # its hour has not passed yet
-    assert a.objects.sweep(time.time() + 7200) == 1  # the 60 s entry, hours later; the stale index goes too
+    assert a.admin.sweep_expired(caller=LOCAL)["objects_expired_removed"] == 0  # its hour has not passed yet
+    assert a.cache.objects.sweep(time.time() + 7200) == 1  # the 60 s entry, hours later; the stale index goes too
 
 
 def test_the_store_killed_and_restarted_never_fails_a_request_and_heals(
@@ -201,23 +202,23 @@ def test_the_store_killed_and_restarted_never_fails_a_request_and_heals(
     with S3Server() as own:
         a, b = make("a", url=own.url("kill")), make("b", url=own.url("kill"))
         assert a.synthesise(req("Before the outage.")).cache == "MISS"
-        a.flush()
+        a.cache.flush()
         caplog.set_level(logging.WARNING)
         own.stop(kill=True)
         during = [a.synthesise(req(f"During the outage {i}.")) for i in range(5)]
         assert all(r.cache == "MISS" for r in during)  # served by the engine
         assert a.synthesise(req("Before the outage.")).info.get("tier") == "memory"
         assert b.synthesise(req("During the outage 0.")).cache == "MISS"  # not shared meanwhile, not failed
-        health = a.health()
+        health = a.dashboard.health()
         assert health["status"] == "degraded" and health["objects"] == {"up": False}
         assert any("object store" in reason for reason in health["reasons"])
-        assert "tts_objects_tier_up 0.0" in a.metrics.exposition().decode()
-        assert "**down" in objects_markdown(a.snapshot()["objects"])  # the Cache tab says so
+        assert "tts_objects_tier_up 0.0" in a.dashboard.metrics.exposition().decode()
+        assert "**down" in objects_markdown(a.dashboard.snapshot(caller=LOCAL)["objects"])  # the Cache tab says so
         assert len([r for r in caplog.records if "is unreachable" in r.getMessage()]) <= 2  # once per replica
         own.start()
-        assert wait_until(lambda: a.health()["status"] == "ok" and b.objects is not None and b.objects.up)
+        assert wait_until(lambda: a.dashboard.health()["status"] == "ok" and b.cache.objects is not None and b.cache.objects.up)
         after = a.synthesise(req("After the outage."))
-        a.flush()
+        a.cache.flush()
         assert b.synthesise(req("After the outage.")).info.get("tier") == "objects"
         assert after.cache == "MISS"
 
@@ -226,55 +227,55 @@ def test_with_redis_too_redis_is_asked_before_the_store_and_keeps_the_leases(mak
     with RedisServer(require_redis_server()) as redis_server:
         a = make("a", **{"cache.shared_url": redis_server.url})
         b = make("b", **{"cache.shared_url": redis_server.url})
-        assert isinstance(a.leases, SharedLeases)  # Redis's leases, not lease objects
+        assert isinstance(a.singleflight.leases, SharedLeases)  # Redis's leases, not lease objects
         made = a.synthesise(req("Both shared tiers."))
-        a.flush()
-        assert a.objects is not None and a.objects.get(made.key) is not None  # every result in the store ...
+        a.cache.flush()
+        assert a.cache.objects is not None and a.cache.objects.get(made.key) is not None  # every result in the store ...
         assert b.synthesise(req("Both shared tiers.")).info.get("tier") == "shared"  # ... Redis asked first
-        assert list(a.objects.client.list(a.objects.location.name("l/"))) == []
+        assert list(a.cache.objects.client.list(a.cache.objects.location.name("l/"))) == []
         redis_server.client().flushdb()  # Redis lost its audio (say, a restart without persistence)
         fresh = make("fresh", **{"cache.shared_url": redis_server.url})
         assert fresh.synthesise(req("Both shared tiers.")).info.get("tier") == "objects"
-        report = a.evict(a.tag)
+        report = a.admin.evict(a.tag, caller=LOCAL)
         assert report["objects_removed"] == 1 and "shared_removed" in report
-        assert a.objects.feed is None  # Redis carries the evictions to the other replicas
+        assert a.cache.objects.feed is None  # Redis carries the evictions to the other replicas
 
 
 def test_the_dashboard_shows_the_tier_and_no_credential(make: Make, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     a = make("a")
     a.synthesise(req("Dashboard."))
-    a.flush()
-    snap = a.snapshot()
+    a.cache.flush()
+    snap = a.dashboard.snapshot(caller=LOCAL)
     assert snap["objects"]["up"] is True and snap["objects"]["puts"] == 1
     text = stats_markdown(snap)
     assert "Object store" in text and snap["objects"]["url"] in text
-    shown = repr(snap) + repr(a.health()) + a.metrics.exposition().decode() + text + caplog.text
+    shown = repr(snap) + repr(a.dashboard.health()) + a.dashboard.metrics.exposition().decode() + text + caplog.text
     assert SECRET_KEY not in shown and ACCESS_KEY not in shown
 
 
 @pytest.mark.parametrize("fmt", ["wav", "flac"])
 def test_audio_may_redirect_to_a_presigned_url_in_the_store(make: Make, fmt: str) -> None:
     service = make("a", **{"cache.objects_redirect": True})
-    with LiveServer(create_app(service, admin_token="t")) as live, httpx.Client(base_url=live.url, timeout=30) as http:
+    with LiveServer(create_app(service)) as live, httpx.Client(base_url=live.url, timeout=30) as http:
         made = http.post("/api/tts", data={"text": "Fetch me from the store.", "voice": "tone-low"})
         key = made.headers["X-Cache-Key"]
         answer = http.get(f"/api/audio/{key}.{fmt}")
         assert answer.status_code == 302
         location = answer.headers["location"]
-        assert service.objects is not None and location.startswith(f"{service.objects.url}/p/{key}.{fmt}?")
+        assert service.cache.objects is not None and location.startswith(f"{service.cache.objects.url}/p/{key}.{fmt}?")
         assert "X-Amz-Signature=" in location and SECRET_KEY not in location
         fetched = httpx.get(location, timeout=30)
-        entry = service.stored_audio(key)
+        entry = service.cache.find(key)
         assert entry is not None
-        assert fetched.status_code == 200 and fetched.content == service.audio_bytes(entry, fmt)
+        assert fetched.status_code == 200 and fetched.content == service.cache.audio_bytes(entry, fmt)
         assert http.get(f"/api/audio/{key}.mp3").status_code == 200  # other formats: served here
         assert http.head(f"/api/audio/{key}.{fmt}").status_code == 200  # a presigned GET cannot answer a HEAD
 
 
 def test_without_the_setting_audio_is_served_by_the_app(make: Make) -> None:
     service = make("a")
-    with LiveServer(create_app(service, admin_token="t")) as live, httpx.Client(base_url=live.url, timeout=30) as http:
+    with LiveServer(create_app(service)) as live, httpx.Client(base_url=live.url, timeout=30) as http:
         key = http.post("/api/tts", data={"text": "Served here.", "voice": "tone-low"}).headers["X-Cache-Key"]
         answer = http.get(f"/api/audio/{key}.wav")
         assert answer.status_code == 200 and answer.content[:4] == b"RIFF"

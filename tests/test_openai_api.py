@@ -38,14 +38,14 @@ def recording(seconds: float = 2.0, hz: float = 180.0) -> bytes:
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[TTSService]:
-    svc = tone_service(tmp_path, **{"openai.voices": {"Onyx": "tone-high"}})
+    svc = tone_service(tmp_path, admin_token=TOKEN, **{"openai.voices": {"Onyx": "tone-high"}})
     yield svc
     svc.close()
 
 
 @pytest.fixture
 def server(service: TTSService) -> Iterator[LiveServer]:
-    with LiveServer(create_app(service, admin_token=TOKEN)) as live:
+    with LiveServer(create_app(service)) as live:
         yield live
 
 
@@ -158,7 +158,7 @@ def test_a_voice_made_under_a_consent(client: openai.OpenAI, admin: openai.OpenA
     voice = client.audio.voices.create(name="ann", audio_sample=("sample.wav", sample, "audio/wav"), consent=consent.id)
     assert (voice.id, voice.name, voice.object, voice.type) == ("ann", "ann", "audio.voice", "audio_sample")
     # The consent record is kept beside the voice: who, when, the recording's fingerprint.
-    saved = service.library.get("ann")
+    saved = service.voices.library.get("ann")
     assert saved is not None and saved.consent is not None
     assert saved.consent["id"] == consent.id and saved.consent["created_at"] == consent.created_at
     assert saved.consent["fingerprint"] == PromptDecoder().decode(consent_audio).fingerprint
@@ -186,13 +186,13 @@ def test_voices_and_consents_follow_the_access_policy(
     assert [c.id for c in admin.audio.voice_consents.list()] == [consent.id]
     with pytest.raises(openai.BadRequestError) as err:
         client.audio.voices.create(name="bo", audio_sample=("s.wav", recording(), "audio/wav"), consent="cons_nope")
-    assert "consent" in err.value.message and service.library.get("bo") is None
+    assert "consent" in err.value.message and service.voices.library.get("bo") is None
     client.audio.voices.create(name="bo", audio_sample=("s.wav", recording(), "audio/wav"), consent=consent.id)
     with pytest.raises(openai.ConflictError):  # a taken name: only the admin replaces (on /api/voices)
         client.audio.voices.create(name="bo", audio_sample=("s.wav", recording(), "audio/wav"), consent=consent.id)
     with pytest.raises(openai.PermissionDeniedError):
         client.audio.voices.delete("bo")
-    assert admin.audio.voices.delete("bo").deleted is True and service.library.get("bo") is None
+    assert admin.audio.voices.delete("bo").deleted is True and service.voices.library.get("bo") is None
     with pytest.raises(openai.NotFoundError):
         admin.audio.voices.delete("bo")
     with pytest.raises(openai.PermissionDeniedError):

@@ -31,14 +31,14 @@ TEXT = "The quick brown fox jumps over the lazy dog."
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[TTSService]:
-    svc = tone_service(tmp_path)
+    svc = tone_service(tmp_path, admin_token="t0ken")
     yield svc
     svc.close()
 
 
 @pytest.fixture
 def server(service: TTSService) -> Iterator[LiveServer]:
-    with LiveServer(create_app(service, admin_token="t0ken")) as live:
+    with LiveServer(create_app(service)) as live:
         yield live
 
 
@@ -63,7 +63,7 @@ def opus_input_rate(data: bytes) -> int:
 def test_every_openai_format_decodes_at_its_rate_and_length(client: openai.OpenAI, service: TTSService) -> None:
     wav = speech(client, "wav")
     key = wav.headers["x-cache-key"]
-    entry = service.lookup(key)
+    entry = service.cache.lookup(key)
     assert entry is not None
     seconds = entry[0].duration
     expect = {  # content type, decoded rate, samples of codec delay a decoder may keep
@@ -89,7 +89,7 @@ def test_every_openai_format_decodes_at_its_rate_and_length(client: openai.OpenA
 def test_pcm_is_24khz_resampled_from_the_stored_entry(client: openai.OpenAI, service: TTSService) -> None:
     reply = speech(client, "pcm")
     assert reply.headers["content-type"] == "audio/pcm" and reply.headers["x-sample-rate"] == "24000"
-    entry = service.lookup(reply.headers["x-cache-key"])
+    entry = service.cache.lookup(reply.headers["x-cache-key"])
     assert entry is not None and entry[0].sample_rate == 22_050
     # scipy's resample_poly of the entry, rounded: the reference the app's polyphase filter must equal.
     expected = np.clip(np.rint(resample_poly(entry[0].pcm.astype(np.float64), 160, 147)), -32768, 32767)

@@ -124,8 +124,8 @@ def test_a_failure_after_the_first_event_is_an_error_event(
     assert response.status_code == 200 and events[0]["type"] == "speech.audio.delta"
     assert events[-1]["type"] == "speech.audio.error" and "nothing was cached" in events[-1]["error"]["message"]
     assert all(e["type"] != "speech.audio.done" for e in events)
-    service.streams.close(timeout=30)
-    assert service.lookup(response.headers["x-cache-key"]) is None  # no whole was stored
+    service.settle(30)
+    assert service.cache.lookup(response.headers["x-cache-key"]) is None  # no whole was stored
 
 
 def test_a_failure_before_the_first_event_is_an_http_error(client: openai.OpenAI) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from conftest import REPO
 
+from lib.access import LOCAL
 from lib.config import load_config
 from lib.phrases import PhraseFileError, load_phrases, parse_phrases
 from lib.service import TTSService
@@ -157,19 +158,19 @@ def test_killed_midway_then_rerun_leaves_a_consistent_cache(tmp_path: Path) -> N
     proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     watcher = TTSService(load_config(env={}, overrides={"cache.dir": str(cache), "engine": "tone"}))
     try:
-        while watcher.snapshot()["entries"] < 5:  # kill it once it is well under way
+        while watcher.dashboard.snapshot(caller=LOCAL)["entries"] < 5:  # kill it once it is well under way
             assert proc.poll() is None, "the preload finished before it could be killed; give it more phrases"
             time.sleep(0.05)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         assert proc.returncode == -signal.SIGKILL
-        stored = watcher.snapshot()["entries"]
+        stored = watcher.dashboard.snapshot(caller=LOCAL)["entries"]
         assert 5 <= stored < 120
         done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
         assert done.returncode == 0, done.stderr
         n, generated, cached, failed = summary(done.stdout)
         assert (n, failed) == (120, 0) and cached == stored and generated == 120 - stored
-        report = watcher.verify()
+        report = watcher.admin.verify(caller=LOCAL)
         assert report["corrupt_removed"] == 0 and report["checked"] == 120
         again = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
         assert summary(again.stdout) == (120, 0, 120, 0)

@@ -25,6 +25,7 @@ import redis
 import soundfile as sf
 from redis_server import RedisServer, require_redis_server
 
+from lib.access import LOCAL
 from lib.api import create_app
 from lib.audio import PromptAudio
 from lib.config import load_config
@@ -46,7 +47,7 @@ def prompt_wav(hz: float) -> bytes:
 
 def make(tmp: Path, engine: ToneEngine | None = None, **overrides: Any) -> TTSService:
     values = {"engine": "tone", "cache.dir": str(tmp), "voices.prewarm": False, **overrides}
-    return TTSService(load_config(env={}, overrides=values), engine or ToneEngine())
+    return TTSService(load_config(env={}, overrides=values), engine or ToneEngine(), admin_token="t")
 
 
 def disk_bytes(directory: Path) -> bytes:
@@ -80,17 +81,17 @@ class Traces:
     its voice profile and a stretch of its prompt's samples."""
 
     def __init__(self, service: TTSService, text: str, audio: bytes, prompt_text: str = "") -> None:
-        prompt: PromptAudio = service.decoder.decode(audio, remember=False)
+        prompt: PromptAudio = service.voices.decoder.decode(audio, remember=False)
         self.text = text
         self.key = service.resolve(TTSRequest(text=text, prompt_audio=audio, prompt_text=prompt_text)).key
         self.needles = {
             "text": text.encode(),
             "key": self.key.encode(),
             "fingerprint": prompt.fingerprint.encode(),
-            "profile key": service.profiles.key(prompt.fingerprint, prompt_text).encode(),
+            "profile key": service.voices.profiles.key(prompt.fingerprint, prompt_text).encode(),
             "samples": prompt.pcm[8000:8064].astype("<i2").tobytes(),
         }
-        service.decoder.clear()
+        service.voices.decoder.clear()
 
     def found_in(self, blob: bytes) -> list[str]:
         return [what for what, needle in self.needles.items() if needle in blob]
@@ -112,12 +113,12 @@ def test_store_false_and_bypass_leave_no_trace_on_disk(tmp_path: Path) -> None:
     try:
         private_requests(service, secret, audio)
         assert service.engine.extract_calls == 1  # type: ignore[attr-defined]  # in memory, reused
-        assert len(service.decoder) == 0  # the prompt was not memoised
-        assert service.memory_entry(traces.key) is None and len(service.transcodes) == 0
-        snap = service.snapshot(top=20)
+        assert len(service.voices.decoder) == 0  # the prompt was not memoised
+        assert service.cache.memory_entry(traces.key) is None and len(service.cache.transcodes) == 0
+        snap = service.dashboard.snapshot(top=20, caller=LOCAL)
         assert snap["misses"] == 3 and snap["bypasses"] == 1  # counted ...
         assert secret not in repr(snap)  # ... without their text
-        service.flush()
+        service.cache.flush()
     finally:
         service.close()  # flushes the statistics to disk
     assert traces.found_in(disk_bytes(tmp_path / "cache")) == []
@@ -125,7 +126,7 @@ def test_store_false_and_bypass_leave_no_trace_on_disk(tmp_path: Path) -> None:
     service = make(tmp_path / "cache")
     try:
         service.synthesise(TTSRequest(text=secret, prompt_audio=audio))
-        service.flush()
+        service.cache.flush()
     finally:
         service.close()
     assert sorted(traces.found_in(disk_bytes(tmp_path / "cache"))) == ["fingerprint", "key", "profile key", "text"]
@@ -140,13 +141,13 @@ def test_store_false_and_bypass_leave_no_trace_in_redis(tmp_path: Path) -> None:
         traces = Traces(service, secret, audio)
         try:
             private_requests(service, secret, audio)
-            service.flush()
-            assert service.shared is not None and service.shared.status()["up"]
+            service.cache.flush()
+            assert service.cache.shared is not None and service.cache.shared.status()["up"]
             assert traces.found_in(redis_bytes(client)) == []
             assert traces.found_in(disk_bytes(tmp_path / "cache")) == []
             assert not list(client.scan_iter(match="tts:p:*")) and not list(client.scan_iter(match="tts:lock:*"))
             service.synthesise(TTSRequest(text=secret, prompt_audio=audio))  # control
-            service.flush()
+            service.cache.flush()
             assert {"key", "profile key", "text"} <= set(traces.found_in(redis_bytes(client)))
         finally:
             client.close()
@@ -158,7 +159,7 @@ def test_store_false_takes_no_single_flight_lease(tmp_path: Path, monkeypatch: p
     # not be stored, and no other process could use that result anyway.
     service = make(tmp_path / "cache")
     taken: list[str] = []
-    leases = service.leases
+    leases = service.singleflight.leases
     assert leases is not None
     real = leases.acquire
     monkeypatch.setattr(leases, "acquire", lambda key, lease: taken.append(key) or real(key, lease))
@@ -177,10 +178,10 @@ def test_store_text_false_keeps_texts_out_of_entries_and_statistics(tmp_path: Pa
     try:
         for _ in range(2):
             service.synthesise(TTSRequest(text=secret, voice="tone-low"))
-        service.flush()
-        snap = service.snapshot(top=20)
+        service.cache.flush()
+        snap = service.dashboard.snapshot(top=20, caller=LOCAL)
         assert snap["hits"] == 1 and snap["misses"] == 1 and snap["top_requested"] == []
-        entry = service.store.get(service.resolve(TTSRequest(text=secret, voice="tone-low")).key)
+        entry = service.cache.store.get(service.resolve(TTSRequest(text=secret, voice="tone-low")).key)
         assert entry is not None and "text" not in entry.meta  # stored, without its text
     finally:
         service.close()
@@ -193,12 +194,12 @@ def test_statistics_keep_at_most_stats_phrases_texts(tmp_path: Path) -> None:
         for i in range(12):
             for _ in range(1 + i % 3):  # some are asked more often
                 service.synthesise(TTSRequest(text=f"phrase number {i}", voice="tone-low"))
-        service.stats.flush()
-        with service.stats._store.using("test") as cache:  # type: ignore[union-attr]
+        service.dashboard.stats.flush()
+        with service.dashboard.stats._store.using("test") as cache:  # type: ignore[union-attr]
             table = cache.get("phrases") if cache is not None else None
         assert table is not None and len(table) == 5  # on disk: the five most requested
         assert sorted(row["count"] for row in table.values()) == [2, 3, 3, 3, 3]
-        assert len(service.snapshot(top=50)["top_requested"]) == 5
+        assert len(service.dashboard.snapshot(top=50, caller=LOCAL)["top_requested"]) == 5
     finally:
         service.close()
 
@@ -216,7 +217,7 @@ class BigProfiles(ToneEngine):
 
 
 def profile_keys(service: TTSService) -> list[str]:
-    with service._profile_store.using("test") as cache:
+    with service.voices.profiles.store.using("test") as cache:
         return [str(k) for k in cache.iterkeys()] if cache is not None else []
 
 
@@ -225,12 +226,12 @@ def test_voice_profiles_are_bounded_on_disk_and_saved_voices_are_not(tmp_path: P
     service = make(tmp_path / "cache", engine, **{"voices.profile_bytes": "1MiB", "voices.memory_bytes": 0})
     try:
         for i in range(8):
-            service.save_voice(f"voice {i}", prompt_wav(150.0 + 10 * i))
+            service.voices.save(f"voice {i}", prompt_wav(150.0 + 10 * i), caller=LOCAL)
         assert engine.extract_calls == 8
-        with service._profile_store.using("test") as cache:
+        with service.voices.profiles.store.using("test") as cache:
             assert cache is not None and cache.volume() <= 1024**2 + 310_000  # at most one profile over
         assert 0 < len(profile_keys(service)) < 8  # the least recently used were evicted ...
-        assert [v["name"] for v in service.list_voices() if v["kind"] == "saved"] == [f"voice {i}" for i in range(8)]
+        assert [v["name"] for v in service.voices.list(caller=LOCAL) if v["kind"] == "saved"] == [f"voice {i}" for i in range(8)]
         service.synthesise(TTSRequest(text="hello", voice="voice 0"))  # ... and are extracted again when needed
         assert engine.extract_calls == 9
         assert not any(k.startswith("profile:") for k in _voice_keys(service))  # not beside the saved voices
@@ -239,7 +240,7 @@ def test_voice_profiles_are_bounded_on_disk_and_saved_voices_are_not(tmp_path: P
 
 
 def _voice_keys(service: TTSService) -> list[str]:
-    with service._voice_store.using("test") as cache:
+    with service.voices.library.store.using("test") as cache:
         return [str(k) for k in cache.iterkeys()] if cache is not None else []
 
 
@@ -248,16 +249,16 @@ def test_clear_empties_the_voice_profiles_and_keeps_saved_voices(tmp_path: Path)
         service = make(tmp_path / "cache", **{"cache.shared_url": server.url})
         client = server.client()
         try:
-            service.save_voice("desk", prompt_wav(200.0))
+            service.voices.save("desk", prompt_wav(200.0), caller=LOCAL)
             service.synthesise(TTSRequest(text="uploaded", prompt_audio=prompt_wav(210.0)))
-            service.flush()
+            service.cache.flush()
             assert len(profile_keys(service)) == 2 and len(list(client.scan_iter(match="tts:p:*"))) == 2
-            assert len(service.decoder) >= 1
-            report = service.clear()
+            assert len(service.voices.decoder) >= 1
+            report = service.admin.clear(caller=LOCAL)
             assert report["profiles_removed"] == 2
             assert profile_keys(service) == [] and list(client.scan_iter(match="tts:p:*")) == []
-            assert len(service.decoder) == 0 and len(service.profiles._memory) == 0
-            assert service.library.get("desk") is not None  # the user's own voice stays
+            assert len(service.voices.decoder) == 0 and len(service.voices.profiles._memory) == 0
+            assert service.voices.library.get("desk") is not None  # the user's own voice stays
             assert client.exists("tts:v:desk") == 1
         finally:
             client.close()
@@ -266,8 +267,8 @@ def test_clear_empties_the_voice_profiles_and_keeps_saved_voices(tmp_path: Path)
 
 def test_profiles_left_beside_saved_voices_by_older_versions_are_dropped(tmp_path: Path) -> None:
     service = make(tmp_path / "cache")
-    service.save_voice("desk", prompt_wav(200.0))
-    with service._voice_store.using("test") as cache:
+    service.voices.save("desk", prompt_wav(200.0), caller=LOCAL)
+    with service.voices.library.store.using("test") as cache:
         assert cache is not None
         cache.set("profile:" + "0" * 32, b"an old profile")
     service.close()
@@ -328,12 +329,12 @@ def test_service_logs_hold_at_most_32_characters_of_user_text(
         engine.fail = None
         for name in (secret[:60], secret):
             with contextlib.suppress(TTSError):
-                service.save_voice(name, prompt_wav(190.0), secret)
-        for call in (lambda: service.delete_voice(secret[:60]), lambda: service.delete_voice(secret),
-                     lambda: service.evict("voice:" + secret)):  # fmt: skip
+                service.voices.save(name, prompt_wav(190.0), secret, caller=LOCAL)
+        for call in (lambda: service.voices.delete(secret[:60], caller=LOCAL), lambda: service.voices.delete(secret, caller=LOCAL),
+                     lambda: service.admin.evict("voice:" + secret, caller=LOCAL)):  # fmt: skip
             with contextlib.suppress(TTSError):
                 call()
-        service.flush()
+        service.cache.flush()
     finally:
         service.close()
     assert len(caplog.records) > 10  # the paths above did log
@@ -347,7 +348,7 @@ def test_http_logs_hold_at_most_32_characters_of_user_text(
     service = make(tmp_path / "cache", engine)
     caplog.set_level(logging.DEBUG)
     try:
-        with LiveServer(create_app(service, admin_token="t")) as live, httpx.Client(base_url=live.url) as http:
+        with LiveServer(create_app(service)) as live, httpx.Client(base_url=live.url) as http:
             http.post("/api/tts", data={"text": secret, "voice": "tone-low"})
             http.post("/api/tts", data={"text": secret, "voice": secret})
             http.post("/v1/audio/speech", json={"input": secret, "voice": secret})

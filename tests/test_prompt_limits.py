@@ -17,6 +17,7 @@ import soundfile as sf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lib.access import LOCAL
 from lib.api import create_app
 from lib.audio import PromptDecoder, PromptLimits
 from lib.config import load_config
@@ -81,7 +82,7 @@ FOUR_MB = bytes(np.random.default_rng(7).integers(0, 256, 4_000_000, dtype=np.ui
 def service(tmp_path: Path) -> Iterator[TTSService]:
     overrides = {"engine": "tone", "cache.dir": str(tmp_path / "cache"), "voices.prewarm": False,
                  "prompt.max_upload_bytes": UPLOAD_LIMIT}  # fmt: skip
-    svc = TTSService(load_config(env={}, overrides=overrides), ToneEngine())
+    svc = TTSService(load_config(env={}, overrides=overrides), ToneEngine(), admin_token="t")
     yield svc
     svc.close()
 
@@ -137,7 +138,7 @@ def test_a_lying_or_oversized_header_is_refused_before_any_decode(
     assert isinstance(refused, error), refused
     assert 400 <= refused.http_status < 500 and says in str(refused)
     assert decoded == []  # not one sample block was decoded
-    assert len(service.decoder) == 0 and service.engine.extract_calls == 0  # type: ignore[attr-defined]
+    assert len(service.voices.decoder) == 0 and service.engine.extract_calls == 0  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
@@ -155,7 +156,7 @@ def test_broken_files_are_4xx(service: TTSService, audio: bytes) -> None:
 def test_an_odd_but_valid_rate_is_accepted_without_a_huge_filter(service: TTSService) -> None:
     buf = io.BytesIO()
     sf.write(buf, speech_like(3.0, 191_999), 191_999, format="WAV", subtype="PCM_16")
-    prompt = service.decoder.decode(buf.getvalue())
+    prompt = service.voices.decoder.decode(buf.getvalue())
     assert abs(prompt.pcm.size - 3 * 16_000) <= 2  # resampled with a ratio within 0.01 %
 
 
@@ -165,7 +166,7 @@ def test_usual_rates_keep_exact_fingerprints(service: TTSService) -> None:
     as_wav, as_flac = io.BytesIO(), io.BytesIO()
     sf.write(as_wav, audio, 44_100, format="WAV", subtype="PCM_16")
     sf.write(as_flac, audio, 44_100, format="FLAC", subtype="PCM_16")
-    one, two = service.decoder.decode(as_wav.getvalue()), service.decoder.decode(as_flac.getvalue())
+    one, two = service.voices.decoder.decode(as_wav.getvalue()), service.voices.decoder.decode(as_flac.getvalue())
     assert one.fingerprint == two.fingerprint and one.pcm.size == 32_000
 
 
@@ -185,9 +186,9 @@ def test_only_accepted_prompts_are_memoised(service: TTSService) -> None:
     good = buf.getvalue()
     for bad in (riff(1, payload=FOUR_MB), riff(16_000, frames=100), riff(16_000, payload=bytes(64_000))):
         assert isinstance(ask(service, bad), PromptAudioError)  # bad rate, too short, silent
-    assert len(service.decoder) == 0
+    assert len(service.voices.decoder) == 0
     assert ask(service, good) is None
-    assert len(service.decoder) == 1 and service.decoder.nbytes == 64_000
+    assert len(service.voices.decoder) == 1 and service.voices.decoder.nbytes == 64_000
 
 
 def test_a_prompt_the_engine_refuses_is_forgotten(tmp_path: Path) -> None:
@@ -198,10 +199,10 @@ def test_a_prompt_the_engine_refuses_is_forgotten(tmp_path: Path) -> None:
         sf.write(buf, speech_like(2.0), 16_000, format="WAV")
         refused = ask(svc, buf.getvalue())
         assert isinstance(refused, PromptAudioError) and refused.http_status == 422
-        assert len(svc.decoder) == 0
+        assert len(svc.voices.decoder) == 0
         with pytest.raises(PromptAudioError):
-            svc.save_voice("desk", buf.getvalue())
-        assert len(svc.decoder) == 0 and svc.library.get("desk") is None
+            svc.voices.save("desk", buf.getvalue(), caller=LOCAL)
+        assert len(svc.voices.decoder) == 0 and svc.voices.library.get("desk") is None
     finally:
         svc.close()
 
@@ -220,16 +221,16 @@ def test_limits_are_those_of_the_configuration(tmp_path: Path) -> None:
                  "prompt.max_upload_bytes": 100_000, "prompt.memory_bytes": 1000}  # fmt: skip
     svc = TTSService(load_config(env={}, overrides=overrides), ToneEngine())
     try:
-        limits = svc.decoder.limits
-        assert (limits.max_seconds, limits.max_bytes, svc.decoder.memory_bytes) == (3.0, 100_000, 1000)
+        limits = svc.voices.decoder.limits
+        assert (limits.max_seconds, limits.max_bytes, svc.voices.decoder.memory_bytes) == (3.0, 100_000, 1000)
         buf = io.BytesIO()
         sf.write(buf, speech_like(3.5, 8000), 8000, format="WAV", subtype="PCM_16")
         with pytest.raises(PromptAudioError, match=r"at most 3 s \(prompt.max_seconds\)"):
-            svc.decoder.decode(buf.getvalue())
+            svc.voices.decoder.decode(buf.getvalue())
         with pytest.raises(PayloadTooLargeError):
-            svc.decoder.decode(bytes(100_001))
+            svc.voices.decoder.decode(bytes(100_001))
         with pytest.raises(NotAudioError):
-            svc.decoder.decode(bytes(1000))
+            svc.voices.decoder.decode(bytes(1000))
     finally:
         svc.close()
 
@@ -268,16 +269,16 @@ def test_no_prompt_yields_a_server_error_in_the_service(service: TTSService, aud
     except TTSError as exc:
         assert 400 <= exc.http_status < 500, f"{exc.http_status}: {exc}"
     try:
-        service.save_voice("hostile", audio)
+        service.voices.save("hostile", audio, caller=LOCAL)
     except TTSError as exc:
         assert exc.http_status < 500, f"{exc.http_status}: {exc}"
     else:
-        service.delete_voice("hostile")
+        service.voices.delete("hostile", caller=LOCAL)
 
 
 @pytest.fixture
 def live(service: TTSService) -> Iterator[httpx.Client]:
-    with LiveServer(create_app(service, admin_token="t")) as server, httpx.Client(base_url=server.url, timeout=60) as c:
+    with LiveServer(create_app(service)) as server, httpx.Client(base_url=server.url, timeout=60) as c:
         yield c
 
 

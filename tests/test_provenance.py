@@ -105,7 +105,7 @@ def test_a_memory_hit_sends_the_labelled_wav_built_once(service: TTSService) -> 
     made = service.synthesise(request)
     hit = service.memory_hit(request)
     assert hit is not None and hit.audio is made.audio
-    ready = service.ready_bytes(made.key, "wav")
+    ready = service.cache.ready_bytes(made.key, "wav")
     assert ready is made.audio.wav  # the very bytes object: nothing built per hit
     assert b"LIST" in ready[: made.audio.offset] and made.key.encode() in ready[: made.audio.offset]
     samples, rate = sf.read(io.BytesIO(ready), dtype="int16")
@@ -116,20 +116,20 @@ def test_entries_from_disk_follow_the_configured_provider(tmp_path: Path) -> Non
     first = tone_service(tmp_path, **{"provenance.provider": "Old Name"})
     try:
         key = first.synthesise(TTSRequest(text=TEXT, voice="tone-low")).key
-        first.flush()
+        first.cache.flush()
     finally:
         first.close()
     renamed = tone_service(tmp_path, **{"provenance.provider": "New Name"})
     try:
-        found = renamed.lookup(key)
+        found = renamed.cache.lookup(key)
         assert found is not None and found[1] == "disk"
         assert b"New Name" in found[0].wav and b"Old Name" not in found[0].wav
-        assert b"New Name" in renamed.audio_bytes(found[0], "flac")
+        assert b"New Name" in renamed.cache.audio_bytes(found[0], "flac")
     finally:
         renamed.close()
     unlabelled = tone_service(tmp_path, **{"provenance.labels": False})
     try:
-        found = unlabelled.lookup(key)
+        found = unlabelled.cache.lookup(key)
         assert found is not None and b"LIST" not in found[0].wav[:100] and found[0].label is None
     finally:
         unlabelled.close()

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from lib.access import LOCAL
 from lib.cache.keys import KeyFields
 from lib.compose.assemble import to_float, unit_loudness
 from lib.compose.loudness import integrated_loudness
@@ -62,17 +63,17 @@ def test_a_paragraph_is_one_engine_call_per_sentence_then_one_lookup(service: TT
     first = speak(service, PARAGRAPH)
     assert (first.cache, engine.calls) == ("MISS", 4)
     assert first.info["segments"] == 4 and first.info["segments_synthesised"] == 4
-    service.flush()
+    service.cache.flush()
     normalised = service.resolve(TTSRequest(text=PARAGRAPH, voice="tone-low")).fields.text  # ！ became !
     for sentence in (s.text for s in split(normalised, 80)):
-        stored = service.lookup(segment_key(service, PARAGRAPH, sentence))
+        stored = service.cache.lookup(segment_key(service, PARAGRAPH, sentence))
         assert stored is not None and stored[0].meta["role"] == "segment"
         # measured once, when made: results that reuse the segment do not measure it again
         assert stored[0].meta["unit_lufs"] == unit_loudness(stored[0].pcm, stored[0].sample_rate)
     again = speak(service, PARAGRAPH)
     assert (again.cache, engine.calls) == ("HIT", 4)
     assert again.wav == first.wav
-    whole = service.lookup(first.key)
+    whole = service.cache.lookup(first.key)
     assert whole is not None and whole[0].meta["role"] == "result" and len(whole[0].meta["segments"]) == 4
 
 
@@ -82,7 +83,7 @@ def test_an_edited_paragraph_synthesises_only_the_changed_sentence(service: TTSS
     result = speak(service, edited)
     assert (result.cache, engine.calls) == ("MISS", 5)
     assert (result.info["segments_reused"], result.info["segments_synthesised"]) == (3, 1)
-    assert service.snapshot()["since_start"]["segments_reused"] == 3
+    assert service.dashboard.snapshot(caller=LOCAL)["since_start"]["segments_reused"] == 3
 
 
 def test_a_sentence_is_a_hit_anywhere_its_key_ignores_position(service: TTSService, engine: ToneEngine) -> None:
@@ -94,8 +95,8 @@ def test_a_sentence_is_a_hit_anywhere_its_key_ignores_position(service: TTSServi
 
 def test_a_short_text_is_one_entry_and_reuses_a_stored_sentence(service: TTSService, engine: ToneEngine) -> None:
     single = speak(service, "只有一句话而已。")
-    service.flush()
-    assert engine.calls == 1 and service.store.stats()["entries"] == 1  # the finished result only
+    service.cache.flush()
+    assert engine.calls == 1 and service.cache.store.stats()["entries"] == 1  # the finished result only
     assert single.info["segments"] == 1
     speak(service, PARAGRAPH)
     calls = engine.calls
@@ -177,7 +178,7 @@ def test_a_failing_sentence_keeps_the_others_and_caches_no_whole(service: TTSSer
     engine.synthesise = flaky  # type: ignore[method-assign]
     with pytest.raises(EngineError):
         speak(service, PARAGRAPH)
-    service.flush()
+    service.cache.flush()
     engine.synthesise = real  # type: ignore[method-assign]
     result = speak(service, PARAGRAPH)
     assert result.cache == "MISS" and result.info["segments_reused"] == 2  # the two before the failure
@@ -186,15 +187,15 @@ def test_a_failing_sentence_keeps_the_others_and_caches_no_whole(service: TTSSer
 def test_store_false_and_bypass_write_nothing(service: TTSService, engine: ToneEngine) -> None:
     speak(service, PARAGRAPH, store=False)
     speak(service, PARAGRAPH, use_cache=False)
-    service.flush()
-    assert service.store.stats()["entries"] == 0 and len(service.memory) == 0
+    service.cache.flush()
+    assert service.cache.store.stats()["entries"] == 0 and len(service.cache.memory) == 0
     assert engine.calls == 8
 
 
 def test_segment_metrics(service: TTSService) -> None:
     speak(service, PARAGRAPH)
     speak(service, PARAGRAPH.replace("天气", "天气预报"))
-    text = service.metrics.exposition().decode()
+    text = service.dashboard.metrics.exposition().decode()
     assert 'tts_segments_total{result="synthesised"} 5.0' in text
     assert 'tts_segments_total{result="reused"} 3.0' in text
 

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis_server import RedisServer, free_port, require_redis_server
 
+from lib.access import LOCAL
 from lib.cache.entry import CachedAudio, pack, unpack
 from lib.cache.leases import DiskLeases
 from lib.config import load_config
@@ -326,7 +327,7 @@ def _service(tmp: Path, url: str) -> TTSService:
 
 
 def _metric(svc: TTSService, name: str) -> float:
-    match = re.search(rf"^{name} (\S+)$", svc.metrics.exposition().decode(), re.MULTILINE)
+    match = re.search(rf"^{name} (\S+)$", svc.dashboard.metrics.exposition().decode(), re.MULTILINE)
     assert match is not None, name
     return float(match.group(1))
 
@@ -336,20 +337,20 @@ def test_two_services_share_results_and_clear(tmp_path: Path, server: RedisServe
     try:
         request = TTSRequest(text="shared between two services", voice="tone-low", ttl=3600)
         first = a.synthesise(request)
-        a.flush()  # entries reach the disk and shared tiers in the background
+        a.cache.flush()  # entries reach the disk and shared tiers in the background
         second = b.synthesise(request)
         assert (first.cache, second.cache, second.info["tier"]) == ("MISS", "HIT", "shared")
         assert second.wav == first.wav
         assert b.engine.calls == 0  # type: ignore[attr-defined]
-        assert b.store.get(first.key) is not None  # copied into B's disk tier
+        assert b.cache.store.get(first.key) is not None  # copied into B's disk tier
         assert b.synthesise(request).info["tier"] == "memory"
         assert _metric(b, "tts_shared_tier_up") == 1.0
-        assert b.snapshot()["shared"]["up"] is True
-        board = status_markdown(b.snapshot()["shared"])
+        assert b.dashboard.snapshot(caller=LOCAL)["shared"]["up"] is True
+        board = status_markdown(b.dashboard.snapshot(caller=LOCAL)["shared"])
         assert "up 正常" in board and "All replicas" in board
-        b.flush()
-        assert a.clear()["shared_removed"] >= 1
-        assert a.shared.get(first.key) is None
+        b.cache.flush()
+        assert a.admin.clear(caller=LOCAL)["shared_removed"] >= 1
+        assert a.cache.shared.get(first.key) is None
     finally:
         a.close()
         b.close()
@@ -365,12 +366,12 @@ def test_a_voice_deleted_on_one_service_disappears_on_the_other(
     try:
         t = np.arange(2 * 16_000) / 16_000
         prompt = (16_000, (0.3 * np.sin(2 * np.pi * 180 * t) * (1 + 0.5 * np.sin(2 * np.pi * 4 * t))).astype("float32"))
-        a.save_voice("lobby", prompt, "")
+        a.voices.save("lobby", prompt, "", caller=LOCAL)
         assert b.synthesise(TTSRequest(text="welcome", voice="lobby")).cache == "MISS"
-        assert "lobby" in [v["name"] for v in b.list_voices()]
-        a.delete_voice("lobby")
+        assert "lobby" in [v["name"] for v in b.voices.list(caller=LOCAL)]
+        a.voices.delete("lobby", caller=LOCAL)
         time.sleep(0.3)
-        assert "lobby" not in [v["name"] for v in b.list_voices()]
+        assert "lobby" not in [v["name"] for v in b.voices.list(caller=LOCAL)]
         with pytest.raises(NotFoundError):
             b.synthesise(TTSRequest(text="welcome", voice="lobby"))
     finally:
@@ -387,8 +388,8 @@ def test_service_with_redis_down_serves_from_local_tiers(tmp_path: Path) -> None
         assert svc.engine.calls == 1  # type: ignore[attr-defined]
         assert _metric(svc, "tts_shared_errors_total") >= 1
         assert _metric(svc, "tts_shared_tier_up") == 0.0
-        assert svc.health()["shared"]["up"] is False
-        assert "down" in status_markdown(svc.snapshot()["shared"])
+        assert svc.dashboard.health()["shared"]["up"] is False
+        assert "down" in status_markdown(svc.dashboard.snapshot(caller=LOCAL)["shared"])
         assert status_markdown(None) == ""
     finally:
         svc.close()
@@ -399,13 +400,13 @@ def test_flushed_redis_is_regenerated_not_an_error(tmp_path: Path, server: Redis
     try:
         request = TTSRequest(text="flushed away", voice="tone-low")
         a.synthesise(request)
-        a.flush()
+        a.cache.flush()
         raw.flushdb()
         result = b.synthesise(request)
-        b.flush()
+        b.cache.flush()
         assert result.cache == "MISS"
         assert _metric(b, "tts_shared_errors_total") == 0.0
-        assert b.shared.get(result.key) is not None  # written back
+        assert b.cache.shared.get(result.key) is not None  # written back
     finally:
         a.close()
         b.close()
@@ -444,19 +445,19 @@ def test_evict_and_clear_reach_the_other_services_local_tiers(tmp_path: Path, se
         high = TTSRequest(text="evicted here and there", voice="tone-high")
         low = TTSRequest(text="kept", voice="tone-low")
         made_high, made_low = a.synthesise(high), a.synthesise(low)
-        a.flush()
+        a.cache.flush()
         assert b.synthesise(high).info["tier"] == "shared" and b.synthesise(low).info["tier"] == "shared"
-        assert b.store.contains(made_high.key) and b.memory_entry(made_high.key) is not None
-        report = a.evict("voice:preset:tone-high")
+        assert b.cache.store.contains(made_high.key) and b.cache.memory_entry(made_high.key) is not None
+        report = a.admin.evict("voice:preset:tone-high", caller=LOCAL)
         assert (report["removed"], report["shared_removed"]) == (1, 1)
-        assert a.shared is not None and a.shared.get(made_high.key) is None
+        assert a.cache.shared is not None and a.cache.shared.get(made_high.key) is None
         # B reads the eviction feed (about every second) and drops its disk and memory copies.
-        assert _wait_until(lambda: not b.store.contains(made_high.key) and b.memory_entry(made_high.key) is None)
-        assert b.store.contains(made_low.key)  # another voice: kept
+        assert _wait_until(lambda: not b.cache.store.contains(made_high.key) and b.cache.memory_entry(made_high.key) is None)
+        assert b.cache.store.contains(made_low.key)  # another voice: kept
         assert b.synthesise(high).cache == "MISS"
-        b.flush()
-        a.clear()
-        assert _wait_until(lambda: b.store.stats()["entries"] == 0 and len(b.memory) == 0)
+        b.cache.flush()
+        a.admin.clear(caller=LOCAL)
+        assert _wait_until(lambda: b.cache.store.stats()["entries"] == 0 and len(b.cache.memory) == 0)
     finally:
         a.close()
         b.close()
@@ -467,18 +468,18 @@ def test_a_replica_that_was_stopped_applies_the_evictions_it_missed(tmp_path: Pa
     request = TTSRequest(text="evicted while B was stopped", voice="tone-high")
     try:
         made = a.synthesise(request)
-        a.flush()
+        a.cache.flush()
         b.synthesise(request)
-        assert b.store.contains(made.key)
-        assert b.shared is not None
-        b.shared.evictions.poll()
+        assert b.cache.store.contains(made.key)
+        assert b.cache.shared is not None
+        b.cache.shared.evictions.poll()
         assert (tmp_path / "b" / "shared-evictions.json").is_file()  # where B got to
     finally:
         b.close()
     try:
-        a.evict("voice:preset:tone-high")
+        a.admin.evict("voice:preset:tone-high", caller=LOCAL)
         b = _service(tmp_path / "b", server.url)  # same cache directory, restarted
-        assert _wait_until(lambda: not b.store.contains(made.key))
+        assert _wait_until(lambda: not b.cache.store.contains(made.key))
     finally:
         a.close()
         b.close()
@@ -491,9 +492,9 @@ def test_evictions_trimmed_before_a_replica_read_them_clear_its_local_tiers(
     request = TTSRequest(text="kept locally, then cleared", voice="tone-low")
     try:
         made = b.synthesise(request)
-        b.flush()
-        assert b.shared is not None
-        b.shared.evictions.poll()
+        b.cache.flush()
+        assert b.cache.shared is not None
+        b.cache.shared.evictions.poll()
     finally:
         b.close()
     for i in range(3):  # evictions B never reads: trimmed away
@@ -501,7 +502,7 @@ def test_evictions_trimmed_before_a_replica_read_them_clear_its_local_tiers(
     raw.xtrim("tts:evictions", maxlen=0)
     b = _service(tmp_path / "b", server.url)
     try:
-        assert _wait_until(lambda: not b.store.contains(made.key))
+        assert _wait_until(lambda: not b.cache.store.contains(made.key))
     finally:
         b.close()
 
@@ -517,21 +518,21 @@ def test_voices_follow_redis_newest_wins(tmp_path: Path, server: RedisServer, mo
         return 16_000, (0.3 * np.sin(2 * np.pi * hz * t) * (1 + 0.5 * np.sin(2 * np.pi * 4 * t))).astype("float32")
 
     def local(svc: TTSService, name: str) -> dict | None:  # type: ignore[type-arg]
-        with svc._voice_store.using("test") as cache:
+        with svc.voices.library.store.using("test") as cache:
             return cache.get(f"voice:{name}") if cache is not None else None
 
     try:
-        first = a.save_voice("desk", prompt(180), "")
+        first = a.voices.save("desk", prompt(180), "", caller=LOCAL)
         assert local(a, "desk") is not None and local(b, "desk") is None
-        replaced = b.save_voice("desk", prompt(240), "", replace=True)  # replaced on B
+        replaced = b.voices.save("desk", prompt(240), "", replace=True, caller=LOCAL)  # replaced on B
         assert replaced["fingerprint"] != first["fingerprint"]
-        assert a.library.get("desk").prompt.fingerprint == replaced["fingerprint"]  # type: ignore[union-attr]
+        assert a.voices.library.get("desk").prompt.fingerprint == replaced["fingerprint"]  # type: ignore[union-attr]
         assert local(a, "desk")["fingerprint"] == replaced["fingerprint"]  # type: ignore[index]  # copy updated
-        b.delete_voice("desk")
-        assert a.library.get("desk") is None and "desk" not in a.library.names()
+        b.voices.delete("desk", caller=LOCAL)
+        assert a.voices.library.get("desk") is None and "desk" not in a.voices.library.names()
         assert local(a, "desk") is None  # the stale local copy is removed, not served
-        a.save_voice("desk", prompt(200), "")  # saved again after the deletion: newer than the tombstone
-        assert b.library.get("desk") is not None
+        a.voices.save("desk", prompt(200), "", caller=LOCAL)  # saved again after the deletion: newer than the tombstone
+        assert b.voices.library.get("desk") is not None
     finally:
         a.close()
         b.close()
@@ -544,16 +545,16 @@ def test_voice_saved_while_redis_was_down_is_published_when_it_is_back(tmp_path:
         own.stop(kill=True)
         t = np.arange(2 * 16_000) / 16_000
         audio = (0.3 * np.sin(2 * np.pi * 180 * t) * (1 + 0.5 * np.sin(2 * np.pi * 4 * t))).astype("float32")
-        svc.save_voice("offline", (16_000, audio), "")  # local only
+        svc.voices.save("offline", (16_000, audio), "", caller=LOCAL)  # local only
         with pytest.raises(StoreUnavailableError, match="other replicas would keep"):
-            svc.delete_voice("offline")  # would not reach Redis: refused, nothing changed
-        assert svc.library.get("offline") is not None
+            svc.voices.delete("offline", caller=LOCAL)  # would not reach Redis: refused, nothing changed
+        assert svc.voices.library.get("offline") is not None
         own.start()
         client = own.client()
         try:
-            assert _wait_until(lambda: svc.shared is not None and svc.shared.up)
-            svc.library._memory.clear()  # past the freshness window
-            assert "offline" in svc.library.names()
+            assert _wait_until(lambda: svc.cache.shared is not None and svc.cache.shared.up)
+            svc.voices.library._memory.clear()  # past the freshness window
+            assert "offline" in svc.voices.library.names()
             assert client.sismember("tts:voices", "offline")  # published by its replica
         finally:
             client.close()
@@ -575,9 +576,9 @@ def test_an_expired_entry_in_redis_is_not_served_nor_copied_to_disk(
         stale = CachedAudio.from_pcm(key, pcm, 22050, {"engine": "tone", "expires": time.time() - 60})
         raw.set(f"tts:a:{key}", pack(stale))  # no Redis TTL: only the entry knows it is stale
         result = svc.synthesise(request)
-        svc.flush()
+        svc.cache.flush()
         assert result.cache == "MISS" and svc.engine.calls == 1  # type: ignore[attr-defined]
-        on_disk = svc.store.get(key)
+        on_disk = svc.cache.store.get(key)
         assert on_disk is not None and not np.array_equal(on_disk.pcm, pcm)
         assert on_disk.remaining() is not None and on_disk.remaining() > 3000  # type: ignore[operator]
     finally:

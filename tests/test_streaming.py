@@ -19,6 +19,7 @@ import httpx
 import numpy as np
 import pytest
 
+from lib.access import LOCAL
 from lib.api import create_app
 from lib.compose.composer import Composer
 from lib.compose.segments import split
@@ -141,20 +142,20 @@ def test_the_first_sentence_plays_before_the_second_exists(
         engine.let(1)
         read_until(chunks, body, start + 2)
         # Audio of sentence 1 is here; sentence 2 has not been made, nothing is stored whole.
-        assert engine.finished == 1 and service.lookup(key) is None
+        assert engine.finished == 1 and service.cache.lookup(key) is None
         engine.let(3)
         for chunk in chunks:
             body.extend(chunk)
     assert engine.finished == 4
-    service.flush()
-    stored = service.lookup(key)
+    service.cache.flush()
+    stored = service.cache.lookup(key)
     assert stored is not None
     assert bytes(body[start:]) == pcm_of(stored[0].wav)  # what was streamed is what was stored
     with httpx.Client(base_url=server.url, timeout=30) as client:
         again = client.post("/api/tts", data=form())
     assert again.headers["x-cache"] == "HIT" and pcm_of(again.content) == pcm_of(stored[0].wav)
     assert engine.calls == 4
-    metrics = service.metrics.exposition().decode()
+    metrics = service.dashboard.metrics.exposition().decode()
     assert 'tts_first_audio_seconds_count{result="miss"} 1.0' in metrics
     assert 'tts_first_audio_seconds_count{result="hit"} 1.0' in metrics
 
@@ -174,10 +175,10 @@ def test_a_client_that_leaves_does_not_stop_the_segments(
         # The connection is closed here, with three sentences still to make.
     assert engine.finished == 1
     engine.let(3)
-    service.streams.close(timeout=30)
-    service.flush()
+    service.settle(30)
+    service.cache.flush()
     assert engine.finished == 4
-    assert service.lookup(key) is not None  # the whole result
+    assert service.cache.lookup(key) is not None  # the whole result
     engine.let(1)
     result = service.synthesise(TTSRequest(text=PARAGRAPH.replace("天气", "天气预报"), voice="tone-low"))
     assert result.info["segments_reused"] == 3 and engine.calls == 4 + 1  # every sentence was cached
@@ -220,11 +221,11 @@ def test_an_engine_failure_ends_the_stream_early_and_caches_no_whole(
         ):
             body = b"".join(response.iter_raw())
             assert len(body) > HEADER  # the first sentence came, then the stream broke off
-    service.streams.close(timeout=30)
-    service.flush()
+    service.settle(30)
+    service.cache.flush()
     key = service.resolve(TTSRequest(text=PARAGRAPH, voice="tone-low")).key
-    assert service.lookup(key) is None
-    assert service.snapshot()["since_start"]["errors"] == 1
+    assert service.cache.lookup(key) is None
+    assert service.dashboard.snapshot(caller=LOCAL)["since_start"]["errors"] == 1
 
 
 def test_service_stream_yields_the_cached_whole_for_a_hit(service: TTSService, engine: GatedTone) -> None:

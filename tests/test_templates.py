@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from conftest import REPO
 
+from lib.access import LOCAL
 from lib.compose.assemble import to_float
 from lib.compose.loudness import integrated_loudness
 from lib.compose.templates import load_templates, parse_templates
@@ -65,9 +66,9 @@ def service(tmp_path: Path, engine: ToneEngine) -> Iterator[TTSService]:
 
 
 def preloaded(svc: TTSService) -> None:
-    report = preload(svc, [], templates=svc.templates.templates())
+    report = preload(svc, [], templates=svc.templates.templates(), caller=LOCAL)
     assert report.failed == 0, report.failures
-    svc.flush()
+    svc.cache.flush()
 
 
 def call(svc: TTSService, ticket: str, window: str = "3", **fields: Any) -> Any:
@@ -150,28 +151,28 @@ def test_after_the_preload_ticket_calls_need_no_engine(service: TTSService, engi
         assert result.cache == "COMPOSED"
         assert result.info["segments"] == 8 and result.info["segments_synthesised"] == 0
     assert engine.calls == calls
-    assert service.snapshot()["since_start"]["composed"] == 100
-    assert 'tts_cache_requests_total{result="composed"} 100.0' in service.metrics.exposition().decode()
+    assert service.dashboard.snapshot(caller=LOCAL)["since_start"]["composed"] == 100
+    assert 'tts_cache_requests_total{result="composed"} 100.0' in service.dashboard.metrics.exposition().decode()
 
 
 def test_the_dashboard_counts_the_pieces_the_preload_made(service: TTSService, engine: ToneEngine) -> None:
-    report = preload(service, [], templates=service.templates.templates())
+    report = preload(service, [], templates=service.templates.templates(), caller=LOCAL)
     assert report.generated == engine.calls > 0
-    since = service.snapshot()["since_start"]
+    since = service.dashboard.snapshot(caller=LOCAL)["since_start"]
     assert since["preload_misses"] == report.generated  # what the dashboard calls "generated"
     assert since["misses"] == 0  # not counted as user traffic
-    again = preload(service, [], templates=service.templates.templates())
-    assert again.generated == 0 and service.snapshot()["since_start"]["preload_misses"] == report.generated
+    again = preload(service, [], templates=service.templates.templates(), caller=LOCAL)
+    assert again.generated == 0 and service.dashboard.snapshot(caller=LOCAL)["since_start"]["preload_misses"] == report.generated
 
 
 def test_a_composed_answer_is_its_pieces_joined_levelled_and_not_stored(service: TTSService) -> None:
     preloaded(service)
-    entries = service.store.stats()["entries"]
+    entries = service.cache.store.stats()["entries"]
     a = call(service, "A023")
     b = call(service, "A023")
-    service.flush()
+    service.cache.flush()
     assert a.cache == b.cache == "COMPOSED" and a.wav == b.wav
-    assert service.store.stats()["entries"] == entries  # the sentence itself was not stored
+    assert service.cache.store.stats()["entries"] == entries  # the sentence itself was not stored
     request = TTSRequest(text="请A023号顾客到3号窗口办理业务。", voice="tone-low")
     pieces = service.templates.match(service.resolve(request))
     assert pieces is not None
@@ -184,12 +185,12 @@ def test_a_composed_answer_is_its_pieces_joined_levelled_and_not_stored(service:
 def test_missing_pieces_are_made_once_and_marked(service: TTSService, engine: ToneEngine) -> None:
     first = call(service, "B101", "2")
     assert first.cache == "COMPOSED" and engine.calls == 7  # 请 B 一 零 号顾客到 二 号窗口办理业务。 (一 twice)
-    service.flush()
+    service.cache.flush()
     second = call(service, "B110", "1")
     assert engine.calls == 7 and second.info["segments_synthesised"] == 0
     piece = service.templates.piece_request(service.templates.templates()[0], "号顾客到")
     assert piece is not None
-    stored = service.lookup(piece.key)
+    stored = service.cache.lookup(piece.key)
     assert stored is not None
     assert stored[0].meta["role"] == "piece" and stored[0].meta["template"] == service.templates.templates()[0].id
 
@@ -199,9 +200,9 @@ def test_the_preload_marks_a_piece_first_made_as_a_sentence(service: TTSService)
     piece = service.templates.piece_request(template, "号顾客到")
     assert piece is not None
     service.synthesise(TTSRequest(text="号顾客到", voice="tone-low", store=True))  # a phrase of its own: a result
-    service.composer.piece(piece, template.id)
-    service.flush()
-    stored = service.lookup(piece.key)
+    service.preload_piece(template, "号顾客到")
+    service.cache.flush()
+    stored = service.cache.lookup(piece.key)
     assert stored is not None and stored[0].meta["role"] == "piece"
 
 
@@ -223,14 +224,14 @@ def test_refine_stores_the_whole_sentence_for_a_plain_hit_next(tmp_path: Path, e
         calls = engine.calls
         composed = call(svc, "C777", "1")
         assert composed.cache == "COMPOSED"
-        assert svc.refiner.wait(30)
-        svc.flush()
+        assert svc.settle(30)
+        svc.cache.flush()
         assert engine.calls == calls + 1  # the whole sentence, once, in the background
         hit = call(svc, "C777", "1")
         assert hit.cache == "HIT" and hit.key == composed.key and hit.wav != composed.wav
         call(svc, "C778", "1", store=False)
-        assert svc.refiner.wait(30) and engine.calls == calls + 1  # store=false is never refined
-        assert 'tts_template_refines_total{result="done"} 1.0' in svc.metrics.exposition().decode()
+        assert svc.settle(30) and engine.calls == calls + 1  # store=false is never refined
+        assert 'tts_template_refines_total{result="done"} 1.0' in svc.dashboard.metrics.exposition().decode()
     finally:
         svc.close()
 
@@ -241,7 +242,7 @@ def test_a_preloaded_phrase_matching_a_template_is_stored_whole(
     (tmp_path / "p").mkdir()
     phrases = load_phrases(write(tmp_path / "p", {"voices": {"low": "tone-low"}, "phrases": [
         {"text": "请A023号顾客到3号窗口办理业务。", "voice": "low"}]}))  # fmt: skip
-    report = preload(service, phrases)
+    report = preload(service, phrases, caller=LOCAL)
     assert (report.generated, engine.calls) == (1, 1)
     assert call(service, "A023").cache == "HIT"
 
@@ -281,11 +282,11 @@ def test_the_book_takes_templates_from_the_admin_only_and_at_most_max_templates(
             load_templates(write(tmp_path, document(*many)))
         templates = load_templates(write(tmp_path, document(*many[:MAX_TEMPLATES])))
         with pytest.raises(UnauthorizedError, match="enable a phrase list's templates"):
-            svc.templates.add(templates[:1], Caller(admin=False, token_configured=True))
-        svc.templates.add(templates)
+            svc.templates.add(templates[:1], caller=Caller(admin=False, token_configured=True))
+        svc.templates.add(templates, caller=LOCAL)
         extra = load_templates(write(tmp_path, document(many[MAX_TEMPLATES])))
         with pytest.raises(PhraseFileError, match=f"would hold {MAX_TEMPLATES + 1} templates"):
-            svc.templates.add(extra)
+            svc.templates.add(extra, caller=LOCAL)
         assert len(svc.templates) == MAX_TEMPLATES
     finally:
         svc.close()
@@ -358,13 +359,13 @@ def test_builtin_ticket_call_is_real_speech_from_pieces(tmp_path: Path) -> None:
         BuiltinEngine(),
     )  # fmt: skip
     try:
-        report = preload(svc, [], templates=svc.templates.templates())
+        report = preload(svc, [], templates=svc.templates.templates(), caller=LOCAL)
         assert report.failed == 0 and report.generated == report.total == 79
-        calls = svc.snapshot()["since_start"]["engine_calls"]
+        calls = svc.dashboard.snapshot(caller=LOCAL)["since_start"]["engine_calls"]
         result = svc.synthesise(TTSRequest(text="请K508号顾客到7号窗口办理业务。", voice="zh-male"))
         english = svc.synthesise(TTSRequest(text="Customer number K508, please go to counter 7.", voice="en-male"))
         assert result.cache == english.cache == "COMPOSED"
-        assert svc.snapshot()["since_start"]["engine_calls"] == calls
+        assert svc.dashboard.snapshot(caller=LOCAL)["since_start"]["engine_calls"] == calls
         whole = svc.synthesise(TTSRequest(text="请K508号顾客到7号窗口办理业务。", voice="zh-male", use_cache=False))
         assert 0.7 < result.duration / whole.duration < 1.4  # about as long as the sentence said in one go
         for r in (result, english):

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from lib.access import LOCAL
 from lib.config import load_config
 from lib.errors import (
     ConflictError,
@@ -245,9 +246,9 @@ def test_the_dashboard_counts_preload_apart_from_users(service: TTSService, tmp_
         {"voices": {"v": "tone-low"}, "phrases": [{"text": "欢迎光临", "voice": "v", "seeds": [1, 2]}]},
         base_dir=tmp_path,
     )
-    preload(service, expand(phrases))
+    preload(service, expand(phrases), caller=LOCAL)
     service.synthesise(TTSRequest(text="欢迎光临", voice="tone-low", seed=1))  # a user hit on a preloaded phrase
-    snap = service.snapshot()
+    snap = service.dashboard.snapshot(caller=LOCAL)
     text = stats_markdown(snap, ("最近 15 分钟 Last 15 min", 1.0, 1))
     assert "1 命中 hits, 0 未命中 misses (100.0 % hit rate)" in text
     assert "**预加载 Preload** (counted apart 单独统计): 2 生成 generated, 0 已缓存 already cached" in text
@@ -258,11 +259,11 @@ def test_the_dashboard_counts_preload_apart_from_users(service: TTSService, tmp_
 def test_evict_choices_are_the_tags_in_the_cache_with_counts(service: TTSService) -> None:
     for seed in (0, 1):
         service.synthesise(TTSRequest(text="欢迎光临", voice="tone-low", seed=seed))
-    service.flush()
+    service.cache.flush()
     key = service.synthesise(TTSRequest(text="欢迎光临", voice="tone-low")).key
-    blob = service.store.get_blob(key)
+    blob = service.cache.store.get_blob(key)
     assert blob is not None
-    service.store.put_blob("f" * 32, blob, tag="tone:tone-0", ttl=None)  # as an older model left it
+    service.cache.store.put_blob("f" * 32, blob, tag="tone:tone-0", ttl=None)  # as an older model left it
     assert service.dashboard.tags() == [(service.tag, 2), ("tone:tone-0", 1)]
     choices = tag_choices(service.dashboard.tags(), service.tag)
     assert choices[0] == (f"{service.tag} — 2 条 entries（当前 current model）", service.tag)

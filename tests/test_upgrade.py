@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from lib.access import LOCAL
 from lib.config import AppConfig, load_config
 from lib.engines.tone import ToneEngine
 from lib.phrases import expand, load_phrases
@@ -53,7 +54,7 @@ def serving(config: AppConfig) -> Iterator[TTSService]:
 
 def _rows(svc: TTSService) -> dict[str, dict[str, Any]]:
     svc.dashboard.readiness._answer = None  # type: ignore[union-attr]  # the answer is kept 30 s
-    return {row["tag"]: row for row in svc.snapshot()["model_versions"]}
+    return {row["tag"]: row for row in svc.dashboard.snapshot(caller=LOCAL)["model_versions"]}
 
 
 def test_a_new_version_fills_beside_the_serving_one(config: AppConfig, serving: TTSService) -> None:
@@ -64,12 +65,12 @@ def test_a_new_version_fills_beside_the_serving_one(config: AppConfig, serving: 
     serving.synthesise(TTSRequest(text="欢迎光临", voice="tone-low"))  # the serving version answers users
     upgrade = TTSService(config, ToneV2())  # preload_cache.py --model-dir NEW, beside the server
     try:
-        report = preload(upgrade, expand(load_phrases(str(config.templates.file))))
+        report = preload(upgrade, expand(load_phrases(str(config.templates.file))), caller=LOCAL)
         assert (report.generated, report.failed) == (4, 0)
-        upgrade.flush()
+        upgrade.cache.flush()
     finally:
         upgrade.close()
-    serving.flush()
+    serving.cache.flush()
     rows = _rows(serving)
     assert rows["tone:tone-1"]["hot_ready"] == 1 and rows["tone:tone-1"]["serving"] is True
     assert rows["tone:tone-2"]["hot_ready"] == 4 and rows["tone:tone-2"]["entries"] == 4
@@ -81,14 +82,14 @@ def test_a_new_version_fills_beside_the_serving_one(config: AppConfig, serving: 
 
 
 def test_after_the_switch_the_old_version_is_evicted(config: AppConfig, serving: TTSService) -> None:
-    preload(serving, expand(load_phrases(str(config.templates.file))))
+    preload(serving, expand(load_phrases(str(config.templates.file))), caller=LOCAL)
     serving.close()
     switched = TTSService(config, ToneV2())  # the restart with the new model
     try:
-        preload(switched, expand(load_phrases(str(config.templates.file))))
-        switched.flush()
+        preload(switched, expand(load_phrases(str(config.templates.file))), caller=LOCAL)
+        switched.cache.flush()
         assert _rows(switched)["tone:tone-1"]["hot_ready"] == 4
-        done = switched.evict("tone:tone-1")
+        done = switched.admin.evict("tone:tone-1", caller=LOCAL)
         assert done["removed"] == 4
         rows = _rows(switched)
         assert "tone:tone-1" not in rows
@@ -104,7 +105,7 @@ def test_readiness_without_a_phrase_file(tmp_path: Path) -> None:
     config = load_config(env={}, overrides={"engine": "tone", "cache.dir": str(tmp_path / "c"), "templates.file": None})
     svc = TTSService(config, ToneEngine())
     try:
-        assert svc.snapshot()["model_versions"][0]["hot_total"] == 0
+        assert svc.dashboard.snapshot(caller=LOCAL)["model_versions"][0]["hot_total"] == 0
     finally:
         svc.close()
 
@@ -117,11 +118,11 @@ def test_the_dashboard_shows_each_version_ready(config: AppConfig, serving: TTSS
     serving.synthesise(TTSRequest(text="欢迎光临", voice="tone-low"))
     upgrade = TTSService(config, ToneV2())
     try:
-        preload(upgrade, expand(load_phrases(str(config.templates.file))))
-        upgrade.flush()
+        preload(upgrade, expand(load_phrases(str(config.templates.file))), caller=LOCAL)
+        upgrade.cache.flush()
     finally:
         upgrade.close()
-    serving.flush()
+    serving.cache.flush()
     serving.dashboard.readiness._answer = None  # type: ignore[union-attr]  # the answer is kept 30 s
     text = CacheHandlers(serving, Path(str(config.templates.file))).refresh_cache()[0]
     assert "热门短语就绪 Hot phrases ready, per model version" in text

@@ -20,7 +20,7 @@ from tests.api_server import LiveServer
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[TTSService]:
-    svc = TTSService(load_config(env={}, overrides={"cache.dir": str(tmp_path), "voices.prewarm": False}))
+    svc = TTSService(load_config(env={}, overrides={"cache.dir": str(tmp_path), "voices.prewarm": False}), admin_token="t")
     yield svc
     svc.close()
 
@@ -28,7 +28,7 @@ def service(tmp_path: Path) -> Iterator[TTSService]:
 @pytest.fixture
 def http(service: TTSService, testdata_dir: Path) -> Iterator[httpx.Client]:
     speech = (testdata_dir / "male_prompt.wav").read_bytes()
-    with LiveServer(create_app(service, admin_token="t")) as server, httpx.Client(base_url=server.url) as client:
+    with LiveServer(create_app(service)) as server, httpx.Client(base_url=server.url) as client:
         client.speech = speech  # type: ignore[attr-defined]
         client.timeout = httpx.Timeout(60)
         yield client
@@ -75,21 +75,21 @@ def test_look_alikes_of_presets_are_refused_naming_them(
     message = refused.json()["error"]
     assert message.startswith(f"voice name {name!r}")
     assert (alike in message) if alike else ("mixes" in message and "one alphabet" in message)
-    assert service.library.names() == []
+    assert service.voices.library.names() == []
 
 
 def test_look_alikes_of_saved_voices_are_refused_and_names_are_saved_normalised(
     http: httpx.Client, service: TTSService
 ) -> None:
     assert save(http, "ﬁona").status_code == 201  # the ligature is saved as the letters
-    assert service.library.names() == ["fiona"]
+    assert service.voices.library.names() == ["fiona"]
     for look_alike in ("fiona", "ｆｉｏｎａ", "fіona"):  # the same, fullwidth, Cyrillic і
         refused = save(http, look_alike)
         assert refused.status_code in (409, 422), refused.text
     assert "saved voice 'fiona'" in save(http, "ｆｉｏｎａ").json()["error"]
     assert "is taken" in save(http, "fiona").json()["error"]
     assert save(http, "张三 voice").status_code == 201 and save(http, "Ирина").status_code == 201
-    assert sorted(service.library.names()) == ["fiona", "Ирина", "张三 voice"]
+    assert sorted(service.voices.library.names()) == ["fiona", "Ирина", "张三 voice"]
     # The admin replacing a voice under its own name is not refused as its own look-alike.
     replaced = http.post(
         "/api/voices", data={"name": "fiona", "replace": "true"},

@@ -20,6 +20,7 @@ from conftest import REPO, serving
 from gradio_client import Client, handle_file
 
 import webui
+from lib.access import LOCAL
 from lib.config import load_config
 from lib.errors import EngineError, ValidationError
 from lib.phrases import load_phrases
@@ -133,11 +134,11 @@ def test_save_voice_then_synthesise_in_it_then_delete(client: Client, service: T
     prompt = handle_file(str(testdata_dir / "male_prompt.wav"))
     *_, message = client.predict("desk", prompt, "", False, "", api_name="/save_voice")
     assert "已保存音色「desk」" in message and "Saved the voice 'desk'" in message
-    assert "desk" in [v["name"] for v in service.list_voices() if v["kind"] == "saved"]
+    assert "desk" in [v["name"] for v in service.voices.list(caller=LOCAL) if v["kind"] == "saved"]
     _, badge, _ = _synth(client, mode="cross_lingual", voice="desk", text="Customer A023, counter 3.")
     assert 'data-cache="MISS"' in badge
     client.predict("desk", "", api_name="/delete_voice")
-    assert "desk" not in [v["name"] for v in service.list_voices()]
+    assert "desk" not in [v["name"] for v in service.voices.list(caller=LOCAL)]
     with pytest.raises(Exception, match="没有名为「desk」的已存音色 — no saved voice named 'desk'"):
         client.predict("desk", "", api_name="/delete_voice")
 
@@ -149,7 +150,7 @@ def test_saving_over_a_name_is_refused_unless_the_admin_replaces(
     client.predict("desk", first, "", False, "", api_name="/save_voice")
 
     def fingerprint() -> str:
-        return str(next(v["fingerprint"] for v in service.list_voices() if v["name"] == "desk"))
+        return str(next(v["fingerprint"] for v in service.voices.list(caller=LOCAL) if v["name"] == "desk"))
 
     before = fingerprint()
     with pytest.raises(Exception, match="音色名称 Voice name：「desk」已被使用"):
@@ -165,20 +166,20 @@ def test_saving_over_a_name_is_refused_unless_the_admin_replaces(
 def test_presets_cannot_be_deleted(client: Client, service: TTSService) -> None:
     with pytest.raises(Exception, match="预置音色不能删除 — voice 'tone-low' is a preset voice"):
         client.predict("tone-low", "", api_name="/delete_voice")
-    assert "tone-low" in [v["name"] for v in service.list_voices()]
+    assert "tone-low" in [v["name"] for v in service.voices.list(caller=LOCAL)]
 
 
 def test_admin_actions_need_confirmation(client: Client, service: TTSService) -> None:
     _synth(client)
-    service.flush()
-    assert service.snapshot()["entries"] == 1
+    service.cache.flush()
+    assert service.dashboard.snapshot(caller=LOCAL)["entries"] == 1
     with pytest.raises(Exception, match="请先勾选「我已确认」"):
         client.predict(False, "", None, api_name="/admin_clear")
-    assert service.snapshot()["entries"] == 1
+    assert service.dashboard.snapshot(caller=LOCAL)["entries"] == 1
     message, confirmed = client.predict(True, "", None, api_name="/admin_clear")
     assert "已清空缓存：删除 1 条" in message and "Cleared the cache: 1 entry removed" in message
     assert confirmed is False  # the box is unticked after every action
-    assert service.snapshot()["entries"] == 0
+    assert service.dashboard.snapshot(caller=LOCAL)["entries"] == 0
     message, _ = client.predict(True, "", None, api_name="/admin_verify")
     assert "Checked 0 entries, removed 0 corrupt" in message and "{" not in message
 
@@ -196,11 +197,11 @@ def test_admin_token_is_required_when_configured(
 def test_evict_chooses_a_model_version_present_in_the_cache(client: Client, service: TTSService) -> None:
     _synth(client)
     _synth(client, seed=1)
-    service.flush()
+    service.cache.flush()
     assert service.dashboard.tags() == [(service.tag, 2)]
     with pytest.raises(Exception, match="请从列表中选择要清除的模型版本"):
         client.predict(True, "", None, api_name="/admin_evict")  # nothing chosen: nothing evicted
-    assert service.snapshot()["entries"] == 2
+    assert service.dashboard.snapshot(caller=LOCAL)["entries"] == 2
     message, _ = client.predict(True, "", service.tag, api_name="/admin_evict")
     assert f"Removed 2 entries of model version `{service.tag}`" in message
     assert service.dashboard.tags() == []

@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 from conftest import REPO
 
+from lib.access import LOCAL
 from lib.config import AppConfig, load_config
 from lib.request import TTSRequest
 from lib.service import TTSService
@@ -36,7 +37,7 @@ def test_clear_cache_clears_reports_and_exits(tmp_path: Path) -> None:
     assert f"cleared 3 entries from {cache}" in done.stdout
     svc = TTSService(load_config(env={}, overrides={"cache.dir": str(cache), "engine": "tone"}))
     try:
-        assert svc.snapshot()["entries"] == 0
+        assert svc.dashboard.snapshot(caller=LOCAL)["entries"] == 0
     finally:
         svc.close()
 

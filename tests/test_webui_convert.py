@@ -20,6 +20,7 @@ from conftest import serving
 from gradio_client import Client, handle_file
 
 import webui
+from lib.access import LOCAL
 from lib.config import AppConfig, load_config
 from lib.engines.tone import ToneEngine
 from lib.request import ConvertRequest
@@ -69,7 +70,7 @@ def test_a_recording_converted_into_a_saved_voice_misses_then_hits(
     """The UI's answer is the service's answer to the same ConvertRequest: the same key,
     and the same bytes as another service (its own cache) makes from scratch."""
     female, male = testdata_dir / "zh_female_prompt.wav", testdata_dir / "male_prompt.wav"
-    service.save_voice("desk", str(female))
+    service.voices.save("desk", str(female), caller=LOCAL)
     first_audio, first_badge, first_details = _convert(client, source=handle_file(str(male)), voice="desk")
     second_audio, second_badge, second_details = _convert(client, source=handle_file(str(male)), voice="desk")
     assert 'data-cache="MISS"' in first_badge and 'data-cache="HIT"' in second_badge
@@ -77,12 +78,12 @@ def test_a_recording_converted_into_a_saved_voice_misses_then_hits(
     key = _key(first_details)
     assert key == _key(second_details)
     request = ConvertRequest(source_audio=str(male), voice="desk")
-    assert service.resolver.resolve_convert(request).key == key
+    assert service.resolve(request).key == key
     here = service.convert(request)
     assert (here.cache, here.key) == ("HIT", key) and here.wav == Path(first_audio).read_bytes()
     other = TTSService(_config(tmp_path / "other", "builtin"))
     try:
-        other.save_voice("desk", str(female))
+        other.voices.save("desk", str(female), caller=LOCAL)
         fresh = other.convert(request)
     finally:
         other.close()
@@ -99,7 +100,7 @@ def test_a_preset_target_and_an_uploaded_target(client: Client, service: TTSServ
     female, male = testdata_dir / "zh_female_prompt.wav", testdata_dir / "male_prompt.wav"
     audio, badge, details = _convert(client, source=handle_file(str(female)), voice="en-male", fmt="mp3", seed=3)
     assert 'data-cache="MISS"' in badge and audio.endswith(".mp3")
-    preset_key = service.resolver.resolve_convert(
+    preset_key = service.resolve(
         ConvertRequest(source_audio=str(female), voice="en-male", seed=3, format="mp3")
     ).key
     assert _key(details) == preset_key
@@ -107,7 +108,7 @@ def test_a_preset_target_and_an_uploaded_target(client: Client, service: TTSServ
         client, source=handle_file(str(female)), prompt_audio=handle_file(str(male)), voice="en-male"
     )
     assert 'data-cache="MISS"' in badge
-    upload_key = service.resolver.resolve_convert(ConvertRequest(source_audio=str(female), prompt_audio=str(male))).key
+    upload_key = service.resolve(ConvertRequest(source_audio=str(female), prompt_audio=str(male))).key
     assert _key(details) == upload_key != preset_key
 
 
@@ -155,8 +156,8 @@ def test_bad_input_is_refused_at_the_field_and_nothing_is_cached(
             with pytest.raises(Exception, match=r"源录音长 31\.0 秒"):
                 handlers.convert(str(tmp_path / "long.wav"), None, "tone-low", 0, 1.0, "wav", True, None, None)  # type: ignore[arg-type]
         assert engine.calls == 0
-        svc.flush()
-        assert svc.store.stats()["entries"] == 0
+        svc.cache.flush()
+        assert svc.cache.store.stats()["entries"] == 0
     finally:
         svc.close()
 

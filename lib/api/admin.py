@@ -74,7 +74,7 @@ def admin_router(service: TTSService) -> APIRouter:
 
     @router.get("/api/voices", tags=["voices"], summary="Saved and preset voices")
     async def list_voices(caller: CallerDep) -> dict[str, Any]:
-        return {"voices": await to_thread.run_sync(lambda: service.list_voices(caller))}
+        return {"voices": await to_thread.run_sync(lambda: service.voices.list(caller=caller))}
 
     @router.post(
         "/api/voices", tags=["voices"], summary="Save a prompt as a named voice", status_code=201,
@@ -93,7 +93,7 @@ def admin_router(service: TTSService) -> APIRouter:
         if audio is None:
             raise ValidationError("prompt_audio: upload the recording of the voice to save")
         saved = await to_thread.run_sync(
-            lambda: service.save_voice(name, audio, prompt_text, replace=replace, caller=caller)
+            lambda: service.voices.save(name, audio, prompt_text, replace=replace, caller=caller)
         )
         _LOGGER.info("voice saved: %s", cut_text(name))
         return {"voice": saved}
@@ -103,7 +103,7 @@ def admin_router(service: TTSService) -> APIRouter:
         responses={404: ERROR_RESPONSES[404], **_ADMIN_RESPONSES},
     )  # fmt: skip
     async def delete_voice(name: str, caller: CallerDep) -> dict[str, Any]:
-        await to_thread.run_sync(lambda: service.delete_voice(name, caller=caller))
+        await to_thread.run_sync(lambda: service.voices.delete(name, caller=caller))
         _LOGGER.info("voice deleted: %s", cut_text(name))
         return {"deleted": name}
 
@@ -114,7 +114,7 @@ def admin_router(service: TTSService) -> APIRouter:
     async def stats(caller: CallerDep, top: int = 20) -> dict[str, Any]:
         if not 1 <= top <= 100:
             raise ValidationError("top: use 1 to 100")
-        return await to_thread.run_sync(lambda: service.snapshot(top, caller=caller))
+        return await to_thread.run_sync(lambda: service.dashboard.snapshot(top, caller=caller))
 
     @router.post(
         "/api/cache/clear", tags=["cache", "admin"], summary="Clear the cache, one tag, or expired entries (admin)",
@@ -126,11 +126,11 @@ def admin_router(service: TTSService) -> APIRouter:
             raise ValidationError("give tag or expired_only, not both")
         if body.tag is not None:
             tag = body.tag
-            report = await to_thread.run_sync(lambda: service.evict(tag, caller=caller))
+            report = await to_thread.run_sync(lambda: service.admin.evict(tag, caller=caller))
         elif body.expired_only:
-            report = await to_thread.run_sync(lambda: service.sweep_expired(caller=caller))
+            report = await to_thread.run_sync(lambda: service.admin.sweep_expired(caller=caller))
         else:
-            report = await to_thread.run_sync(lambda: service.clear(caller=caller))
+            report = await to_thread.run_sync(lambda: service.admin.clear(caller=caller))
         _LOGGER.warning("cache clear via API: %s", cut_fields(report))
         return report
 
@@ -139,21 +139,21 @@ def admin_router(service: TTSService) -> APIRouter:
         responses=_ADMIN_RESPONSES,
     )  # fmt: skip
     async def verify(caller: CallerDep) -> dict[str, Any]:
-        return await to_thread.run_sync(lambda: service.verify(caller=caller))
+        return await to_thread.run_sync(lambda: service.admin.verify(caller=caller))
 
     @router.get(
         "/metrics", tags=["operations"], summary="Prometheus metrics (tts_*)", response_class=Response,
         responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
     )  # fmt: skip
     async def metrics() -> Response:
-        return Response(service.metrics.exposition(), media_type=CONTENT_TYPE)
+        return Response(service.dashboard.metrics.exposition(), media_type=CONTENT_TYPE)
 
     @router.get(
         "/healthz", tags=["operations"], summary="Engine and cache health",
         responses={503: {"description": "The engine cannot serve"}},
     )  # fmt: skip
     async def healthz() -> JSONResponse:
-        health = dict(service.health())
+        health = dict(service.dashboard.health())
         try:
             check = getattr(service.engine, "check", None)
             if callable(check):

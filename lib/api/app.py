@@ -15,7 +15,6 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lib.access import AccessPolicy
 from lib.service import TTSService
 
 from .admin import admin_router
@@ -32,7 +31,6 @@ __all__ = ["create_app"]
 #: Multipart framing and the small text fields ride on top of the prompt file itself.
 _FORM_OVERHEAD = 256 * 1024
 
-_ENV = object()
 
 _DESCRIPTION = """\
 Voice-cloning text to speech behind a result cache.
@@ -48,16 +46,11 @@ Voice-cloning text to speech behind a result cache.
 """
 
 
-def create_app(service: TTSService, *, admin_token: Any = _ENV, fast_path: bool = True) -> FastAPI:
-    """The HTTP API over ``service``.
-
-    ``admin_token`` defaults to the environment variable named by
-    ``service.config.server.admin_token_env``; pass a string (or None: no token) to
-    set the service's access policy to that token instead. ``fast_path=False`` leaves
-    every request to the endpoints (:mod:`lib.api.fastpath`; the tests compare both).
+def create_app(service: TTSService, *, fast_path: bool = True) -> FastAPI:
+    """The HTTP API over ``service``, under the service's own access policy (built
+    once with the service: ``TTSService(..., admin_token=...)``). ``fast_path=False``
+    leaves every request to the endpoints (:mod:`lib.api.fastpath`; the tests compare both).
     """
-    if admin_token is not _ENV:
-        service.access = AccessPolicy(service.config.server.admin_token_env, token=admin_token)
     app = FastAPI(
         title="Voice-cloning TTS cache API",
         version="1",
@@ -77,7 +70,7 @@ def create_app(service: TTSService, *, admin_token: Any = _ENV, fast_path: bool 
     app.add_middleware(BodyTimeout, seconds=service.config.server.body_timeout)
     app.add_middleware(UploadLimit, limit=service.config.prompt.max_upload_bytes + _FORM_OVERHEAD)
     app.add_middleware(MethodGuard, routes=all_routes)
-    app.add_middleware(_HTTPMetrics, instruments=_instruments(service.metrics.registry))
+    app.add_middleware(_HTTPMetrics, instruments=_instruments(service.dashboard.metrics.registry))
     app.state.service = service
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

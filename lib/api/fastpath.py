@@ -135,14 +135,14 @@ class HitFastPath:
             if name == b"if-none-match":
                 if_none_match = value.decode("latin-1")
         key, fmt = match.group(1).lower(), match.group(2)
-        if self.service.objects is not None and self.service.objects.redirects(fmt):
+        if self.service.cache.objects is not None and self.service.cache.objects.redirects(fmt):
             return False  # a 302 to the object store: the endpoint (it asks the store)
-        entry = self.service.memory_entry(key)
+        entry = self.service.cache.memory_entry(key)
         if entry is None:
             return False
         response = not_modified(key, fmt, entry, if_none_match)
         if response is None:
-            body = self.service.ready_bytes(key, fmt)
+            body = self.service.cache.ready_bytes(key, fmt)
             if body is None:
                 return False  # a transcode to make: the endpoint, in a worker thread
             response = stored_response(key, fmt, entry, body)

@@ -18,10 +18,10 @@ __all__ = ["object_redirect"]
 
 
 async def object_redirect(service: TTSService, entry: CachedAudio, fmt: str) -> Response | None:
-    objects = service.objects
+    objects = service.cache.objects
     if objects is None or not objects.redirects(fmt):
         return None
-    location = await to_thread.run_sync(objects.redirect_url, entry, fmt, lambda: service.audio_bytes(entry, fmt))
+    location = await to_thread.run_sync(objects.redirect_url, entry, fmt, lambda: service.cache.audio_bytes(entry, fmt))
     if location is None:
         return None
     # Not cached: the presigned URL expires (at most in an hour), the key's audio does not.

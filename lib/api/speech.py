@@ -199,7 +199,7 @@ def speech_router(service: TTSService) -> APIRouter:
         key, fmt = match.group(1).lower(), match.group(2)
         # The entry first (from memory, on the event loop, when it is there): its TTL
         # decides how long a client may keep it, and an expired entry is a 404.
-        entry = service.memory_entry(key)
+        entry = service.cache.memory_entry(key)
         if entry is None:
             entry = await to_thread.run_sync(_stored_entry, service, key)
         unchanged = not_modified(key, fmt, entry, if_none_match)
@@ -208,8 +208,8 @@ def speech_router(service: TTSService) -> APIRouter:
         redirect = await object_redirect(service, entry, fmt) if request.method == "GET" else None
         if redirect is not None:  # cache.objects_redirect: fetch it from the object store
             return redirect
-        ready = service.ready_bytes(key, fmt)
-        body = ready if ready is not None else await to_thread.run_sync(service.audio_bytes, entry, fmt)
+        ready = service.cache.ready_bytes(key, fmt)
+        body = ready if ready is not None else await to_thread.run_sync(service.cache.audio_bytes, entry, fmt)
         etag = etag_for(key, fmt)
         if not range or (if_range and if_range.strip() != etag):
             return stored_response(key, fmt, entry, body)
@@ -261,7 +261,7 @@ def is_stored(result: SynthesisResult, store: bool) -> bool:
 def answer_bytes(service: TTSService, result: SynthesisResult, fmt: str, store: bool) -> bytes:
     """The body of a synthesis or conversion answer in ``fmt`` (a worker thread's job)."""
     if is_stored(result, store):
-        return service.audio_bytes(result.audio, fmt)
+        return service.cache.audio_bytes(result.audio, fmt)
     # Not stored (bypass, or store=false): encode without keeping a transcode in memory.
     return result.audio.encoded(fmt)
 
@@ -277,7 +277,7 @@ async def answer(
         if stored:
             # The URL must work from now on, even after a crash: wait for the
             # background write of a new entry to reach the disk (a few ms).
-            await to_thread.run_sync(service.wait_stored, result.key)
+            await to_thread.run_sync(service.cache.wait_written, result.key)
         doc = TTSResult(
             key=result.key, cache=result.cache,  # type: ignore[arg-type]
             url=f"/api/audio/{result.key}.{format}" if stored else None,
@@ -313,10 +313,10 @@ def tts_response(body: bytes, format: str, headers: dict[str, str]) -> Response:
 async def hit_bytes(service: TTSService, result: SynthesisResult, fmt: str) -> bytes:
     """The bytes of a memory hit in ``fmt``: ready in memory, else transcoded (and kept)
     in a worker thread."""
-    ready = service.ready_bytes(result.key, fmt)
+    ready = service.cache.ready_bytes(result.key, fmt)
     if ready is not None:
         return ready
-    return await to_thread.run_sync(service.audio_bytes, result.audio, fmt)
+    return await to_thread.run_sync(service.cache.audio_bytes, result.audio, fmt)
 
 
 def audio_headers(key: str, fmt: str, entry: CachedAudio) -> dict[str, str]:
@@ -348,7 +348,7 @@ def stream_label(service: TTSService, key: str) -> Label | None:
 
 
 def _stored_entry(service: TTSService, key: str) -> CachedAudio:
-    entry = service.stored_audio(key)
+    entry = service.cache.find(key)
     if entry is None:
         raise NotFoundError(f"no stored audio for key {key}; synthesise it first with POST /api/tts")
     return entry

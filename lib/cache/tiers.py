@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Protocol
 
 from lib.cache.entry import CachedAudio, CorruptEntryError, pack, unpack
@@ -49,6 +50,14 @@ class ObjectStore(SharedStore, Protocol):
     """A shared tier that also sweeps its expired entries (``lib.objects.ObjectTier``)."""
 
     def sweep(self, now: float | None = None) -> int | None: ...
+
+    def redirects(self, fmt: str) -> bool:
+        """Whether ``GET /api/audio`` in ``fmt`` is answered with a redirect to the store."""
+        ...
+
+    def redirect_url(self, entry: CachedAudio, fmt: str, audio: Callable[[], bytes]) -> str | None:
+        """A presigned URL of ``entry`` in ``fmt`` (``audio`` makes the bytes), or None."""
+        ...
 
 
 class Tiers:
@@ -202,6 +211,10 @@ class Tiers:
             done()
             lease.release()
             raise
+
+    def flush(self) -> None:
+        """Wait for the background writes submitted so far to reach the tiers."""
+        self.writer.flush()
 
     def wait_written(self, key: str, timeout: float = 10.0) -> bool:
         """Wait until the background write of ``key`` (if one is pending) has reached

@@ -120,10 +120,10 @@ class TemplateBook:
             _LOGGER.info("no template file at %s; no templates", path)
             return 0
         templates = load_templates(path)
-        self.add(templates)
+        self.add(templates, caller=LOCAL)  # the configured file: the operator's own setting
         return len(templates)
 
-    def add(self, templates: Iterable[Template], caller: Caller = LOCAL) -> None:
+    def add(self, templates: Iterable[Template], *, caller: Caller) -> None:
         """Enable ``templates`` for every request (replacing those with the same text and
         voice settings). Needs the admin: a template changes other users' answers.
         Raises :class:`PhraseFileError` past :data:`MAX_TEMPLATES`."""

@@ -37,8 +37,8 @@ class CacheHandlers(HandlerBase):
         """The Cache tab over ``window`` seconds; the phrase tables (users' texts) for the
         admin only (the admin token field)."""
         seconds = int(window if window is not None else WINDOWS[0][1])
-        snap = self.service.snapshot(top=50, caller=self.caller(request, token))  # grouped below: fewer rows
-        samples = list(self.service.stats.samples)
+        snap = self.service.dashboard.snapshot(top=50, caller=self.caller(request, token))  # grouped below: fewer rows
+        samples = list(self.service.dashboard.stats.samples)
         now = time.time()
         label = next((name for name, s in WINDOWS if s == seconds), f"{seconds} s")
         rate, lookups = window_rate(samples, seconds, now)
@@ -82,13 +82,13 @@ class CacheHandlers(HandlerBase):
         service = self.service
         try:
             if action == "clear":
-                done = service.clear(caller)
+                done = service.admin.clear(caller=caller)
             elif action == "evict":
-                done = service.evict(tag or "", caller)
+                done = service.admin.evict(tag or "", caller=caller)
             elif action == "sweep":
-                done = service.sweep_expired(caller)
+                done = service.admin.sweep_expired(caller=caller)
             else:
-                done = service.verify(caller)
+                done = service.admin.verify(caller=caller)
         except TTSError as exc:
             self.fail("admin", request, explain(exc))
         _LOGGER.warning("admin action %s from the web UI: %s", action, cut_fields(done))
@@ -149,7 +149,7 @@ class CacheHandlers(HandlerBase):
                 self.service, requests, workers=1, force=force, on_done=step, caller=caller, templates=templates
             )  # fmt: skip
             if enable:  # from now on this service composes answers from the list's templates too
-                self.service.templates.add(templates, caller)
+                self.service.templates.add(templates, caller=caller)
         except TTSError as exc:
             self.fail("preload", request, explain(exc, paths=paths))
         head = (

@@ -78,7 +78,7 @@ def convert_errors(service: TTSService, form: Sequence[Any]) -> dict[str, UIMess
     else:
         attempt("source_audio", lambda: build_convert_request(*values))
     if not errors:
-        attempt("source_audio", lambda: service.resolver.resolve_convert(build_convert_request(*values)))
+        attempt("source_audio", lambda: service.resolve(build_convert_request(*values)))
     if errors:
         _LOGGER.debug("convert form refused: %s", sorted(errors))
     return dict(errors)

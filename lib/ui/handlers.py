@@ -16,6 +16,7 @@ from typing import Any
 
 import gradio as gr
 
+from lib.access import ANYONE
 from lib.audio import wav_bytes
 from lib.errors import TTSError
 from lib.request import ConvertRequest, TTSRequest
@@ -199,7 +200,7 @@ class Handlers(CacheHandlers):
             # Not the entry stored under this key (a refined one may be): never keep its transcode.
             data = result.audio.encoded(fmt)
         else:
-            data = self.service.audio_bytes(result.audio, fmt)
+            data = self.service.cache.audio_bytes(result.audio, fmt)
         return name, self.service.files.write(name, data)
 
     @staticmethod
@@ -258,7 +259,7 @@ class Handlers(CacheHandlers):
         uses_style = style_used(mode, engine.style_modes)
         if form.transcript or (form.prompt_audio and mode not in ("instruct", "convert")):
             # the clone modes take a saved voice, never a preset
-            voice = None if voice and self.service.is_preset(voice) else voice
+            voice = None if voice and self.service.voices.is_preset(voice) else voice
         elif not voice:
             voice = default_voice(engine.presets())
         style_label = "风格指令 Style instruction" + (
@@ -278,7 +279,7 @@ class Handlers(CacheHandlers):
         )
 
     def form_note(self, mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, style: str) -> str:
-        saved = {v["name"] for v in self.service.list_voices() if v["kind"] == "saved"}
+        saved = {v["name"] for v in self.service.voices.list(caller=ANYONE) if v["kind"] == "saved"}
         return form_note(mode, prompt_audio, voice, prompt_text, style, self.service.engine.style_modes, saved)
 
     # -- voices --------------------------------------------------------------------------
@@ -287,7 +288,7 @@ class Handlers(CacheHandlers):
         """New choices for the Synthesise tab's voice list (its choice is kept) and the
         delete list (saved voices only: presets cannot be deleted), and a new version
         number for the voice list."""
-        voices = self.service.list_voices()
+        voices = self.service.voices.list(caller=ANYONE)
         saved = [str(v["name"]) for v in voices if v["kind"] == "saved"]
         return gr.update(choices=voice_choices(voices)), gr.update(choices=saved, value=None), time.monotonic_ns()
 
@@ -295,7 +296,7 @@ class Handlers(CacheHandlers):
         self, name: str, audio: str | None, transcript: str, replace: bool, token: str, request: gr.Request
     ) -> tuple[Any, Any, int, str]:
         try:
-            saved = self.service.save_voice(
+            saved = self.service.voices.save(
                 name or "", audio, transcript or "", replace=bool(replace), caller=self.caller(request, token)
             )
         except TTSError as exc:
@@ -318,7 +319,7 @@ class Handlers(CacheHandlers):
 
     def delete_voice(self, name: str | None, token: str, request: gr.Request) -> tuple[Any, Any, int, str, Any]:
         try:
-            self.service.delete_voice(name or "", caller=self.caller(request, token))
+            self.service.voices.delete(name or "", caller=self.caller(request, token))
         except TTSError as exc:
             self.fail("voices", request, explain(exc))
         done = f"✔ 已删除音色「{name}」。Deleted the voice '{name}'."
@@ -326,7 +327,7 @@ class Handlers(CacheHandlers):
 
     def voices_for(self, token: str | None, request: gr.Request | None) -> list[dict[str, Any]]:
         """Every voice; transcripts (users' texts) only for the admin."""
-        return self.service.list_voices(self.caller(request, token))
+        return self.service.voices.list(caller=self.caller(request, token))
 
     def player(self, name: str) -> Callable[[gr.Request], str]:
         """The handler of one voice's play button."""
@@ -338,7 +339,7 @@ class Handlers(CacheHandlers):
 
     def play_voice(self, name: str, request: gr.Request | None = None) -> str:
         """A short sample in voice ``name`` (cached after the first play)."""
-        preset = self.service.is_preset(name)
+        preset = self.service.voices.is_preset(name)
         sample = "你好，欢迎光临。Hello and welcome." if preset else "你好，这是我的声音。This is my voice."
         try:
             return str(self.service.synthesise(TTSRequest(text=sample, voice=name)).path)

@@ -7,12 +7,13 @@ engine the profile of a resolved request's voice.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import threading
 from collections.abc import Mapping
 from typing import Any
 
-from lib.access import LOCAL, Action, Caller, check
+from lib.access import Action, Caller, allows, check
 from lib.audio import PromptAudio, PromptDecoder
 from lib.config import AppConfig
 from lib.engines.base import Engine, VoiceProfile
@@ -55,7 +56,7 @@ class Voices:
         return self.library.remembered(name)
 
     def names(self) -> list[str]:
-        return [v["name"] for v in self.list()]
+        return [v["name"] for v in self._described()]
 
     def prompt(self, source: PromptSource, field: str = "prompt audio", *, remember: bool = True) -> PromptAudio:
         """Decode uploaded audio and check it is usable speech (``field`` names it in
@@ -86,8 +87,20 @@ class Voices:
 
     # -- the library ---------------------------------------------------------------------
 
-    def list(self) -> list[dict[str, Any]]:
-        voices: list[dict[str, Any]] = [{"name": n, "kind": "preset"} for n in sorted(self._presets)]
+    def list(self, *, caller: Caller) -> list[dict[str, Any]]:
+        """Preset and saved voices; the transcripts (users' texts) for callers allowed to
+        read them, ``has_prompt_text`` for the others."""
+        voices = self._described()
+        if allows(caller, Action.READ_TEXTS):
+            return voices
+        return [
+            {**{k: v for k, v in voice.items() if k != "prompt_text"}, "has_prompt_text": bool(voice["prompt_text"])}
+            if "prompt_text" in voice else voice
+            for voice in voices
+        ]  # fmt: skip
+
+    def _described(self) -> builtins.list[dict[str, Any]]:
+        voices: builtins.list[dict[str, Any]] = [{"name": n, "kind": "preset"} for n in sorted(self._presets)]
         for name in self.library.names():
             saved = self.library.get(name)
             if saved is not None:
@@ -96,7 +109,7 @@ class Voices:
 
     def save(
         self, name: str, prompt_audio: PromptSource | None, prompt_text: str = "", *,
-        replace: bool = False, caller: Caller = LOCAL, consent: Mapping[str, Any] | None = None,
+        replace: bool = False, caller: Caller, consent: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:  # fmt: skip
         """Save a prompt under ``name``; its profile is extracted now, so a prompt that
         cannot be a voice is refused at once and the first request in it is fast. A
@@ -140,7 +153,7 @@ class Voices:
                 "choose a name that reads differently"
             )
 
-    def delete(self, name: str, *, caller: Caller = LOCAL) -> None:
+    def delete(self, name: str, *, caller: Caller) -> None:
         check(caller, Action.DELETE_VOICE)
         if self.is_preset(name):
             raise ValidationError(f"voice {cut_text(name)!r} is a preset voice; presets cannot be deleted")

@@ -70,14 +70,20 @@ class VoiceLibrary:
     #: again, so that a voice deleted on another replica disappears here too.
     SHARED_FRESH_SECONDS = 10.0
 
-    def __init__(self, store: DiskHandle | None, *, max_saved: int = 1000) -> None:
+    def __init__(self, store: DiskHandle | None, *, max_saved: int = 1000, shared: SharedVoices | None = None) -> None:
         self._store = store
         self.max_saved = max_saved
         self._memory: dict[str, tuple[SavedVoice, float]] = {}
         self._lock = threading.Lock()
-        self.shared: SharedVoices | None = None
+        self.shared = shared
+        """The shared tier's voice keys (the authority for saved voices), or None."""
         self.consents = ConsentBook(store)
         """Consent records for voices made through the OpenAI API (same store, same privacy)."""
+
+    @property
+    def store(self) -> DiskHandle | None:
+        """The disk store the saved voices are kept in (this replica's own copy)."""
+        return self._store
 
     def _remember(self, voice: SavedVoice) -> None:
         with self._lock:

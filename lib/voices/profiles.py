@@ -37,6 +37,7 @@ class VoiceProfiles:
         store: DiskHandle | None,
         memory_bytes: int,
         on_extract: Callable[[], None] = lambda: None,
+        shared: SharedVoices | None = None,
     ) -> None:
         self.engine = engine
         self._store = store
@@ -48,11 +49,16 @@ class VoiceProfiles:
         trace); a later request that may leave one saves them."""
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
-        self.shared: SharedVoices | None = None
+        self.shared = shared
 
     def key(self, fingerprint: str, prompt_text: str) -> str:
         raw = f"{self.engine.name}\x00{self.engine.model_version}\x00{fingerprint}\x00{prompt_text}"
         return hashlib.md5(raw.encode("utf-8")).hexdigest()
+
+    @property
+    def store(self) -> DiskHandle | None:
+        """The disk store the profiles are kept in (bounded, evicted)."""
+        return self._store
 
     def get(self, prompt: PromptAudio, prompt_text: str, *, persist: bool = True) -> VoiceProfile:
         """The profile for this prompt, extracting it only if no tier has it. A new

@@ -125,7 +125,7 @@ def speech_router(service: TTSService) -> APIRouter:
         if hit is None:
             result, audio = await to_thread.run_sync(answers.made, req, enc)
         else:
-            ready = service.ready_bytes(hit.key, enc)
+            ready = service.cache.ready_bytes(hit.key, enc)
             result, audio = hit, ready if ready is not None else await to_thread.run_sync(answers.audio, hit, enc)
         return Response(audio, media_type=_MEDIA[enc], headers=_headers(result, enc))
 
@@ -175,7 +175,7 @@ class _Answers:
     def audio(self, result: SynthesisResult, enc: str) -> bytes:
         """The answer's bytes: the stored entry's transcode (kept), else made for it alone."""
         if result.cache == "HIT" or result.cache == "MISS":  # v1 always stores
-            return self.service.audio_bytes(result.audio, enc)
+            return self.service.cache.audio_bytes(result.audio, enc)
         return result.audio.encoded(enc)
 
     def made(self, req: TTSRequest, enc: str) -> tuple[SynthesisResult, bytes]:
@@ -209,7 +209,7 @@ class _Answers:
             if streamed.cache not in ("HIT", "COMPOSED"):
                 return self._streaming(streamed, enc, text, instructions)
             result = streamed.result()
-        audio = self.service.ready_bytes(result.key, enc)
+        audio = self.service.cache.ready_bytes(result.key, enc)
         if audio is None:
             audio = await to_thread.run_sync(self.audio, result, enc)
         usage = sse.usage(text, instructions, result.duration)

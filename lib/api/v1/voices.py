@@ -67,12 +67,12 @@ def _voice(described: dict[str, Any]) -> dict[str, Any]:
 def voices_router(service: TTSService) -> APIRouter:
     router = APIRouter()
     limit = service.config.prompt.max_upload_bytes
-    consents = service.library.consents
+    consents = service.voices.library.consents
     table = service.config.openai.table(service.engine.name)
 
     @router.get("/v1/audio/voices", tags=["openai"], summary="Voices: OpenAI's names, presets, saved voices")
     async def list_voices(caller: CallerDep) -> dict[str, Any]:
-        found = await to_thread.run_sync(lambda: service.list_voices(caller))
+        found = await to_thread.run_sync(lambda: service.voices.list(caller=caller))
         data: list[dict[str, Any]] = [
             {
                 "id": name,
@@ -111,12 +111,12 @@ def voices_router(service: TTSService) -> APIRouter:
         record = await to_thread.run_sync(consents.get, consent.strip())
         if record is None:
             raise ValidationError(f"consent: no consent recording {consent.strip()!r}; record one first")
-        saved = await to_thread.run_sync(lambda: service.save_voice(name, audio, "", caller=caller, consent=record))
+        saved = await to_thread.run_sync(lambda: service.voices.save(name, audio, "", caller=caller, consent=record))
         return _voice(saved)
 
     @router.delete("/v1/audio/voices/{voice_id}", tags=["openai"], summary="Delete a saved voice (admin)")
     async def delete_voice(voice_id: str, caller: CallerDep) -> dict[str, Any]:
-        await to_thread.run_sync(lambda: service.delete_voice(voice_id, caller=caller))
+        await to_thread.run_sync(lambda: service.voices.delete(voice_id, caller=caller))
         return {"id": voice_id, "deleted": True, "object": "audio.voice.deleted"}
 
     @router.post("/v1/audio/voice_consents", tags=["openai"], summary="Record a consent to clone a voice")
