@@ -26,6 +26,7 @@ from lib.audio import PromptDecoder, PromptLimits
 from lib.cache.entry import CachedAudio
 from lib.cache.keys import KEY_RE, model_tag
 from lib.cache.leases import Leases, Renewer
+from lib.cache.production import Production
 from lib.cache.stores import LocalStores
 from lib.cache.tiers import Tiers
 from lib.cache.writer import Writer
@@ -133,11 +134,12 @@ class TTSService:
         )  # fmt: skip
         self.renewer = Renewer(self.leases, config.cache.lock_lease) if self.leases is not None else None
         self.recorder = Recorder(self.stats, self.metrics, config)
-        self.composer = Composer(
-            self.tiers, self.producer, self.leases, self.renewer, config, self.metrics, self.stats,
+        self.production = Production(
+            self.tiers, self.leases, self.renewer, config.cache,
             on_lock_error=lambda exc: self._store_error("lock", exc),
         )  # fmt: skip
-        self.flights = self.composer.flights
+        self.composer = Composer(self.production, self.producer, config, self.metrics, self.stats)
+        self.flights = self.production.flights
         self.templates = TemplateBook.configured(config, self.resolver.resolve, self.composer.finish)
         """The templates this service composes answers from (lib.compose.templatebook)."""
         self.refiner = Refiner(
