@@ -139,7 +139,6 @@ class TTSService:
             on_lock_error=lambda exc: self._store_error("lock", exc),
         )  # fmt: skip
         self.composer = Composer(self.production, self.producer, config, self.metrics, self.stats)
-        self.flights = self.production.flights
         self.templates = TemplateBook.configured(config, self.resolver.resolve, self.composer.finish)
         """The templates this service composes answers from (lib.compose.templatebook)."""
         self.refiner = Refiner(
