@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from lib.audio import check_engine_audio, float_to_int16
 from lib.cache.entry import CachedAudio
 from lib.cache.keys import model_tag
-from lib.cache.leases import NO_LEASE, Lease
+from lib.cache.production import current_lease
 from lib.config import AppConfig
 from lib.engines.base import Engine, VoiceConverter, can_convert
 from lib.errors import EngineError, TTSError, log_safe
@@ -47,21 +47,56 @@ class Producer:
         self.config = config
         self.tag = model_tag(engine.name, engine.model_version)
 
-    def produce(
-        self, r: Resolved, on_chunk: OnChunk | None = None, lease: Lease = NO_LEASE
-    ) -> tuple[CachedAudio, dict[str, float]]:
+    def produce(self, r: Resolved, on_chunk: OnChunk | None = None) -> tuple[CachedAudio, dict[str, float]]:
         """A new entry for ``r`` and the milliseconds spent (``voice``, ``engine``). With
         ``on_chunk``, the engine's own stream is used and each chunk is passed on as it
         comes; the entry is their concatenation, so what was streamed is what is cached.
 
         ``self.engine`` is the engine behind the watchdog (lib.engines.watched): every call
-        has a deadline, and ``lease`` (the key's single-flight lease) is not renewed past
-        the deadline of the call running under it."""
-        bound = RENEW_UNTIL.set(lease.renew_until)
+        has a deadline, and the lease this runs under (the key's single-flight lease,
+        :func:`lib.cache.production.current_lease`) is not renewed past the deadline of
+        the call running under it."""
+        bound = RENEW_UNTIL.set(current_lease().renew_until)
         try:
             return self._produce(r, on_chunk)
         finally:
             RENEW_UNTIL.reset(bound)
+
+    def meta(
+        self, r: Resolved, *, role: str = "", engine_seconds: float | None = None,
+        info: Mapping[str, Any] | None = None, segments: Sequence[str] = (),
+    ) -> dict[str, Any]:  # fmt: skip
+        """The metadata of a new entry for ``r`` (the one place it is built: an engine's
+        entry here, a composed or segmented result in :mod:`lib.compose.composer`).
+        ``created`` and ``expires`` (None: kept until evicted) come from ``r.ttl``; the
+        text only with ``cache.store_text`` on, and never a conversion's (it has none);
+        ``provider`` with labels on; ``role``, ``engine_seconds``, ``info`` and the
+        ``segments`` keys when given."""
+        now = time.time()
+        engine = self.engine
+        meta: dict[str, Any] = {
+            "created": now,
+            "expires": None if r.ttl is None else now + r.ttl,
+            "engine": engine.name,
+            "model_version": engine.model_version,
+            "tag": self.tag,
+            "voice": r.fields.voice,
+            "mode": r.fields.mode,
+        }
+        if role:
+            meta["role"] = role
+        if engine_seconds is not None:
+            meta["engine_seconds"] = round(engine_seconds, 4)
+        if info is not None:
+            meta["info"] = dict(info)
+        if segments:
+            meta["segments"] = list(segments)
+        provider = self.config.provenance.active_provider
+        if provider is not None:  # the label its files carry (lib.provenance)
+            meta["provider"] = provider
+        if self.config.cache.store_text and r.source is None:
+            meta["text"] = r.fields.text
+        return meta
 
     def _produce(self, r: Resolved, on_chunk: OnChunk | None) -> tuple[CachedAudio, dict[str, float]]:
         timings: dict[str, float] = {}
@@ -96,23 +131,7 @@ class Producer:
         self.metrics.engine_latency.observe(engine_seconds)
         timings["engine"] = round(engine_seconds * 1e3, 3)
         pcm = check_engine_audio(audio)
-        now = time.time()
-        meta: dict[str, Any] = {
-            "created": now,
-            "expires": None if r.ttl is None else now + r.ttl,
-            "engine": self.engine.name,
-            "model_version": self.engine.model_version,
-            "tag": self.tag,
-            "voice": f.voice,
-            "mode": f.mode,
-            "engine_seconds": round(engine_seconds, 4),
-            "info": info,
-        }
-        provider = self.config.provenance.active_provider
-        if provider is not None:  # the label its files carry (lib.provenance)
-            meta["provider"] = provider
-        if self.config.cache.store_text and r.source is None:
-            meta["text"] = f.text
+        meta = self.meta(r, engine_seconds=engine_seconds, info=info)
         return CachedAudio.from_pcm(r.key, pcm, self.engine.sample_rate, meta), timings
 
     def _stream(self, r: Resolved, voice: Any, on_chunk: OnChunk) -> tuple[NDArray[Any], dict[str, Any]]:

@@ -6,7 +6,7 @@ every request takes (web UI, HTTP API, preload): resolve and validate
 compose a template's answer from cached pieces (:mod:`lib.compose.templatebook`), and on a miss
 make the result from sentence segments (:mod:`lib.compose.composer`), each run by the engine
 (:mod:`lib.produce`) once per key across threads and processes
-(:mod:`lib.cache.singleflight`), never caching a failure.
+(:mod:`lib.cache.production`), never caching a failure.
 
 Everything else is a documented part with its own public methods (each
 permission-checked one takes the ``caller`` as a required keyword):
@@ -23,8 +23,8 @@ permission-checked one takes the ``caller`` as a required keyword):
   ``wait_written``, ``flush``; its ``store``, ``memory``, ``shared``, ``objects``;
 - ``templates`` (:class:`lib.compose.templatebook.TemplateBook`): the templates answered
   from pieces, and the pieces a preload makes;
-- ``singleflight`` (:class:`lib.wiring.SingleFlight`): the leases behind single-flight
-  across processes, and their renewer (diagnosis).
+- ``singleflight`` (:class:`lib.cache.production.Production`): a key's production run
+  once across threads, processes and replicas; its ``leases`` and ``renewer``.
 
 The parts are built by one factory, :func:`lib.wiring.wire`.
 """

@@ -20,6 +20,7 @@ from lib.admin import Admin
 from lib.audio import PromptDecoder, PromptLimits
 from lib.cache.keys import model_tag
 from lib.cache.leases import Leases, Renewer
+from lib.cache.production import Production
 from lib.cache.stores import LocalStores
 from lib.cache.tiers import Tiers
 from lib.cache.writer import Writer
@@ -48,23 +49,13 @@ if TYPE_CHECKING:
     from lib.objects.tier import ObjectTier
     from lib.shared.tier import SharedTier
 
-__all__ = ["FROM_ENV", "Parts", "SingleFlight", "wire"]
+__all__ = ["FROM_ENV", "Parts", "wire"]
 
 _LOGGER = logging.getLogger(__name__)
 
 #: ``admin_token`` default: read the token from the environment variable named by
 #: ``server.admin_token_env`` at every check (it can be rotated without a restart).
 FROM_ENV: Any = object()
-
-
-@dataclass(frozen=True)
-class SingleFlight:
-    """The leases that make a key's synthesis run once across processes and replicas
-    (local, Redis, or object-store leases; None when there is no lock store), and the
-    thread that renews the ones this process holds: for diagnosis and tests."""
-
-    leases: Leases | None
-    renewer: Renewer | None
 
 
 @dataclass
@@ -87,7 +78,7 @@ class Parts:
     admin: Admin
     files: ResultFiles
     dashboard: Dashboard
-    singleflight: SingleFlight
+    singleflight: Production
     recorder: Recorder
     composer: Composer
     templates: TemplateBook
@@ -155,10 +146,10 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
     )  # fmt: skip
     renewer = Renewer(leases, config.cache.lock_lease) if leases is not None else None
     recorder = Recorder(stats, metrics, config)
-    composer = Composer(
-        tiers, producer, leases, renewer, config, metrics, stats,
-        on_lock_error=lambda exc: metrics.cache_errors.labels("lock").inc(),
-    )  # fmt: skip
+    production = Production(
+        tiers, leases, renewer, config.cache, on_lock_error=lambda exc: metrics.cache_errors.labels("lock").inc()
+    )
+    composer = Composer(production, producer, config, metrics, stats)
     templates = TemplateBook.configured(config, resolver.resolve, composer.finish)
     refiner = Refiner(lambda r: composer.make(r), on_event=lambda event: metrics.refines.labels(event).inc())
     prewarm: threading.Thread | None = None
@@ -168,7 +159,7 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
     return Parts(
         engine=engine, tag=tag, access=access, watchdog=watchdog, metrics=metrics, disks=disks, stats=stats,
         shared=shared, objects=objects, writer=writer, tiers=tiers, voices=voices, resolver=resolver, admin=admin,
-        files=files, dashboard=dashboard, singleflight=SingleFlight(leases, renewer), recorder=recorder,
+        files=files, dashboard=dashboard, singleflight=production, recorder=recorder,
         composer=composer,
         templates=templates, refiner=refiner, streams=StreamJobs(), prewarm=prewarm,
     )  # fmt: skip

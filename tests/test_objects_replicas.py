@@ -130,6 +130,17 @@ def test_concurrent_identical_misses_on_two_replicas_run_the_engine_once(make: M
     assert a.cache.objects is not None and a.cache.objects.leases(None).holder(results[0].key) is None  # released
 
 
+def test_a_paragraphs_sentences_reach_the_store_and_another_replica_reuses_them(make: Make) -> None:
+    """A sentence is written to disk before it is used (durable); the object store gets it
+    after, like every stored entry, even without Redis."""
+    a, b = make("a"), make("b")
+    first = a.synthesise(req("The weather is fine today. The trains run on time."))
+    a.cache.flush()
+    second = b.synthesise(req("The trains run on time. The shop opens at nine."))
+    assert (first.info["segments_synthesised"], calls(a)) == (2, 2)
+    assert (second.info["segments_reused"], second.info["segments_synthesised"], calls(b)) == (1, 1, 1)
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "another key"])
 def test_a_corrupt_object_is_not_served_but_deleted_and_remade(make: Make, damage: str) -> None:
     a, b = make("a"), make("b")

@@ -244,10 +244,10 @@ class Renewer:
 class Lease:
     """A lease this process holds on one key, renewed until :meth:`release`.
 
-    Held by whoever makes the key's entry visible to other processes: the writer
-    thread releases it once the entry is on disk (and in the shared tier), so no other
-    process runs the engine for the key in between. :meth:`release` is idempotent and
-    safe from any thread.
+    Taken and released by :class:`lib.cache.production.Production`: released once the
+    key's entry is visible to other processes (on disk, in the shared tier and the object
+    store; the writer thread's job ends with it), so no other process runs the engine for
+    the key in between. :meth:`release` is idempotent and safe from any thread.
     """
 
     __slots__ = ("_done", "_guard", "_leases", "_on_error", "_renewer", "key", "token")

@@ -1,25 +1,19 @@
-"""Single-flight: concurrent identical misses run the engine once.
+"""Single-flight inside one process: the first thread to miss a key becomes its leader
+and the others wait on an event for the leader's outcome.
 
-Two layers. Inside one process, the first thread to miss a key becomes its leader and
-the others wait on an event for the leader's outcome. Across processes (and, with the
-shared tier, across replicas), leaders take a *lease* on the key: a lock with an expiry
-that the holder renews while the engine runs, so a crashed holder blocks the key at
-most for one lease. A process that finds the lease taken polls for the result instead
-of running the engine.
+This is the first step of :class:`lib.cache.production.Production`, which adds the
+lease across processes (:mod:`lib.cache.leases`) and the rest of a key's production.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from lib.cache.leases import NO_LEASE, Lease, Leases, Renewer
-
-__all__ = ["LocalFlights", "lead_or_wait"]
+__all__ = ["LocalFlights"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -73,64 +67,3 @@ class LocalFlights(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._flights)
-
-
-def lead_or_wait(
-    key: str,
-    leases: Leases | None,
-    renewer: Renewer | None,
-    *,
-    lease: float,
-    timeout: float,
-    lookup: Callable[[], T | None],
-    produce: Callable[[Lease], T],
-    on_lock_error: Callable[[BaseException], None],
-) -> tuple[T, bool]:
-    """Across processes: take the lease and ``produce``, or wait for whoever holds it
-    and return what ``lookup`` then finds. Returns ``(value, produced)``.
-
-    ``produce(lease)`` owns the lease from then on and must release it once its result
-    is visible to other processes (it may do so later, from another thread, e.g. after
-    a background write); if it raises, the lease is released here. ``lookup`` is tried
-    once more right after taking the lease, because the previous holder may have just
-    stored the result. If the holder dies, its lease expires and a waiter takes over;
-    if waiting exceeds ``timeout``, the waiter produces anyway.
-    """
-    deadline = time.monotonic() + timeout
-    delay = 0.002
-    while True:
-        if leases is None:
-            return produce(NO_LEASE), True
-        try:
-            token = leases.acquire(key, lease)
-        except Exception as exc:  # lock store broken: degrade to in-process only
-            on_lock_error(exc)
-            return produce(NO_LEASE), True
-        if token is not None:
-            held = Lease(key, token, leases, renewer, on_lock_error)
-            try:
-                found = lookup()
-                if found is not None:
-                    held.release()
-                    return found, False
-                return produce(held), True
-            except BaseException:
-                held.release()
-                raise
-        # Someone else is producing: poll for the result with gentle backoff.
-        while True:
-            found = lookup()
-            if found is not None:
-                return found, False
-            try:
-                still_held = leases.held(key)
-            except Exception as exc:
-                on_lock_error(exc)
-                return produce(NO_LEASE), True
-            if not still_held:
-                break  # holder finished without storing, or died: try to take over
-            if time.monotonic() > deadline:
-                _LOGGER.warning("waited %.0f s for another process to synthesise %s; running it here", timeout, key)
-                return produce(NO_LEASE), True
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.05)

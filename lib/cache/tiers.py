@@ -2,10 +2,10 @@
 
 A hit found in a lower tier is copied into the faster ones (a shared-tier or object-store
 hit is verified by its key and checksum first). A new entry is put in memory at once and
-written to disk, the shared tier and the object store by the writer thread, which then
-releases the key's
-single-flight lease. TTL comes from the entry itself (:meth:`CachedAudio.remaining`),
-so every tier expires it at the same moment.
+written to disk, the shared tier and the object store by the writer thread; :meth:`Tiers.keep`
+returns a future done once that write has finished (:mod:`lib.cache.production` releases
+the key's single-flight lease then). TTL comes from the entry itself
+(:meth:`CachedAudio.remaining`), so every tier expires it at the same moment.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Protocol
 
 from lib.cache.entry import CachedAudio, CorruptEntryError, pack, unpack
 from lib.cache.keys import KEY_RE
-from lib.cache.leases import Lease
 from lib.cache.lru import ByteLRU
 from lib.cache.store import AudioStore
 from lib.cache.writer import Writer
@@ -157,17 +157,20 @@ class Tiers:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def keep(self, entry: CachedAudio, lease: Lease, *, origin: str = "user", durable: bool = False) -> None:
-        """Serve ``entry`` from memory now; write it to disk and the shared tier in the
-        background, then release ``lease`` (the key's single-flight lock). ``origin``
-        ``preload`` tells the disk tier's eviction policy it was not requested.
+    def keep(self, entry: CachedAudio, *, origin: str = "user", durable: bool = False) -> Future[None]:
+        """Serve ``entry`` from memory now; write it to disk, the shared tier and the
+        object store in the background. Returns a future done once that write has
+        finished in every tier (or failed there: each tier logs its own faults), which is
+        when other processes can find the entry. ``origin`` ``preload`` tells the disk
+        tier's eviction policy it was not requested.
 
-        ``durable``: write it to disk before returning (the shared tier and the lease
-        still follow in the background), so that it survives a crash of the process
+        ``durable``: write it to disk before returning (the shared tier and the object
+        store still follow in the background), so that it survives a crash of the process
         from then on. The segments of a streamed answer are kept so, each before its
         audio is sent: a kill -9 mid-stream loses none that a client has heard (about
         2 ms of FLAC encoding and SQLite per segment, next to the engine's seconds)."""
         self.memory.put(entry.key, entry)
+        stored: Future[None] = Future()
         written = threading.Event()
         with self._pending_lock:
             self._pending[entry.key] = written
@@ -187,6 +190,9 @@ class Tiers:
             except Exception:  # the store logs its own faults; a request never fails for it
                 _LOGGER.exception("cache write of %s failed", entry.key)
             done()
+            if self.shared is None and self.objects is None:
+                stored.set_result(None)  # nothing left to do in the background
+                return stored
 
         def write() -> None:
             try:
@@ -196,21 +202,19 @@ class Tiers:
                 done()  # on disk: what a caller waiting in wait_written needs
                 if self.shared is not None:
                     self.shared.put(entry.key, data, ttl=ttl)
-                if self.objects is not None:  # the lease is released after: waiters then find it
+                if self.objects is not None:
                     self.objects.put(entry.key, data, ttl=ttl)
             finally:
                 done()
-                lease.release()
+                stored.set_result(None)
 
-        if durable and self.shared is None:
-            lease.release()  # nothing left to do in the background
-            return
         try:
             self.writer.submit(write)
         except Exception:
             done()
-            lease.release()
+            stored.set_result(None)
             raise
+        return stored
 
     def flush(self) -> None:
         """Wait for the background writes submitted so far to reach the tiers."""

@@ -1,8 +1,9 @@
 """Background writes of new entries, so that a miss returns as soon as the audio is
 ready: FLAC encoding and the disk write (about 2 ms for a 5 s clip) happen after the
-caller has its answer. The memory tier is filled before returning, and the
-single-flight lease is held until the write is done, so no request, in this process
-or another, runs the engine again in the meantime."""
+caller has its answer. The memory tier is filled before the job is submitted, and
+:class:`lib.cache.production.Production` holds the key's single-flight lease until the
+job has run, so no request, in this process or another, runs the engine again in the
+meantime. Jobs run in the order submitted."""
 
 from __future__ import annotations
 

@@ -2,12 +2,13 @@
 
 The path, for a request whose whole result is not cached:
 
-1. The result's key gets a single-flight (in this process, then a lease across
-   processes): one thread anywhere makes it, the others wait and get it.
+1. The result's key is made by :class:`lib.cache.production.Production` (a flight in
+   this process, then a lease across processes, stored before it is let go): one thread
+   anywhere makes it, the others wait and get it.
 2. The leader splits the text into segments (:mod:`lib.compose.segments`). Each segment is a
    request of its own (same voice, style, seed, speed; only the text differs, so a
-   sentence reused anywhere has the same key): looked up, or synthesised under its own
-   single-flight and stored. An edited paragraph costs only its new sentences.
+   sentence reused anywhere has the same key): looked up, or made by the same
+   production under its own key, on disk before it is used. An edited paragraph costs only its new sentences.
 3. Each segment is finished and joined as it comes (:mod:`lib.compose.assemble`), and handed
    to ``on_chunk`` at once, which is how an answer streams; the joined whole is stored
    under the result's key, so a repeated paragraph is one lookup.
@@ -31,8 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,9 +40,7 @@ from numpy.typing import NDArray
 
 from lib.audio import float_to_int16
 from lib.cache.entry import CachedAudio
-from lib.cache.leases import NO_LEASE, Lease, Leases, Renewer
-from lib.cache.singleflight import LocalFlights, lead_or_wait
-from lib.cache.tiers import Tiers
+from lib.cache.production import Production
 from lib.compose.assemble import Finish, Joiner, to_float, trim, unit_loudness
 from lib.compose.segments import split
 from lib.compose.templatebook import Match
@@ -88,38 +85,26 @@ class Composer:
     """Results from segments and pieces, through the cache tiers."""
 
     def __init__(
-        self, tiers: Tiers, producer: Producer, leases: Leases | None, renewer: Renewer | None,
-        config: AppConfig, metrics: Metrics, stats: Stats, on_lock_error: Callable[[BaseException], None],
-    ) -> None:  # fmt: skip
-        self.tiers = tiers
+        self, production: Production, producer: Producer, config: AppConfig, metrics: Metrics, stats: Stats
+    ) -> None:
+        self.production = production
+        """Makes each missing key once and stores it (flight, lease, re-check, write, release)."""
+        self.tiers = production.tiers
         self.producer = producer
-        self.leases = leases
-        self.renewer = renewer
         self.config = config
         self.finish = Finish.from_config(config)
         self.metrics = metrics
         self.stats = stats
-        self._on_lock_error = on_lock_error
-        self.flights: LocalFlights[tuple[CachedAudio, bool]] = LocalFlights(timeout=config.cache.lock_timeout)
 
     # -- answers --------------------------------------------------------------------------
 
     def make(self, r: Resolved, on_chunk: OnChunk | None = None) -> tuple[CachedAudio, Made]:
         """The result of a cache miss, made once across threads and processes."""
         made = Made("MISS")
-
-        def produce(lease: Lease) -> CachedAudio:
-            entry = self._build(r, made, on_chunk, use_cache=True, lease=lease)
-            if r.store:
-                self.tiers.keep(entry, lease, origin=r.origin)  # releases the lease once the entry is on disk
-            else:
-                lease.release()
-            return entry
-
-        # A result that will not be stored gains nothing from a lease (a waiter would find
-        # nothing and run the engine itself), and a lease would write the key to the lock
-        # store or Redis: store=false takes none and leaves no trace there.
-        entry, mine = self._flight(r.key, produce, shared=r.store)
+        # store=false: this process's flight alone, no lease and no trace in the lock store.
+        entry, mine = self.production.make(
+            r.key, lambda: self._build(r, made, on_chunk, use_cache=True), store=r.store, origin=r.origin
+        )
         if not mine:  # another thread or process made it meanwhile
             made = Made("HIT", tier="single-flight")
             if on_chunk is not None:
@@ -150,8 +135,7 @@ class Composer:
         whole = finish.level(np.concatenate(parts), rate)
         pcm = float_to_int16(np.concatenate([whole, finish.silence(finish.tail, rate)]))
         made.segments = len(match.pieces)
-        meta = self._meta(r, [], role="composed")
-        meta["info"] = {"template": match.template.entry}
+        meta = self.producer.meta(r, role="composed", info={"template": match.template.entry})
         return CachedAudio.from_pcm(r.key, pcm, rate, meta), made
 
     def piece(self, p: Resolved, template: str, *, force: bool = False, dry_run: bool = False) -> str:
@@ -162,7 +146,7 @@ class Composer:
             entry = found[0]
             if entry.meta.get("role") != "piece" and not dry_run:
                 # Made as a sentence before: mark it, so that eviction sees a piece.
-                self.tiers.keep(_marked(entry, "piece", template), NO_LEASE, origin=p.origin)
+                self.tiers.keep(_marked(entry, "piece", template), origin=p.origin)
             return "cached"
         if dry_run:
             return "generated"
@@ -174,13 +158,11 @@ class Composer:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _build(
-        self, r: Resolved, made: Made, on_chunk: OnChunk | None, *, use_cache: bool, lease: Lease = NO_LEASE
-    ) -> CachedAudio:
+    def _build(self, r: Resolved, made: Made, on_chunk: OnChunk | None, *, use_cache: bool) -> CachedAudio:
         if not r.fields.finish:
             # The engine's audio is the answer, under its own raw key (the old path); a
             # streamed answer comes as the engine streams it (CosyVoice2/3: every ~25 tokens).
-            entry, spent = self.producer.produce(r, on_chunk, lease)
+            entry, spent = self.producer.produce(r, on_chunk)
             made.spend(spent)
             return entry
         finish = self.finish
@@ -194,10 +176,10 @@ class Composer:
         rate = 0
         for i, seg in enumerate(segments):
             part = self._part(r, seg.text)
+            # A lone segment is not stored: it runs under the result's lease, and its engine
+            # call bounds that lease (lib.cache.production.current_lease).
             store = use_cache and r.store and not single
-            # A lone segment runs under the result's lease: its engine call bounds that lease.
-            outer = lease if single else NO_LEASE
-            raw = self._segment(part, made, use_cache=use_cache, store=store, role="segment", outer=outer)
+            raw = self._segment(part, made, use_cache=use_cache, store=store, role="segment")
             rate = raw.sample_rate
             keys.append(raw.key)
             cost += float(raw.meta.get("engine_seconds", 0.0))
@@ -212,15 +194,15 @@ class Composer:
             if on_chunk is not None and pcm.size:
                 on_chunk(pcm)
         made.segments = len(segments)
-        meta = self._meta(r, keys if not single else [], role="result")
-        meta["engine_seconds"] = round(cost, 4)
-        meta["info"] = dict(info, segments=len(segments))
+        meta = self.producer.meta(
+            r, role="result", engine_seconds=cost, info=dict(info, segments=len(segments)),
+            segments=keys if not single else (),
+        )  # fmt: skip
         return CachedAudio.from_pcm(r.key, np.concatenate(chunks), rate, meta)
 
     def _segment(
-        self, part: Resolved, made: Made, *, use_cache: bool, store: bool, role: str, template: str = "",
-        outer: Lease = NO_LEASE,
-    ) -> CachedAudio:  # fmt: skip
+        self, part: Resolved, made: Made, *, use_cache: bool, store: bool, role: str, template: str = ""
+    ) -> CachedAudio:
         """One segment or piece: from the cache, or made (once across threads and
         processes when it is to be stored)."""
         if use_cache:
@@ -229,22 +211,17 @@ class Composer:
                 self._count(made, reused=True)
                 return found[0]
 
-        def produce(lease: Lease) -> CachedAudio:
-            entry, spent = self.producer.produce(part, lease=outer if lease is NO_LEASE else lease)
+        def produce() -> CachedAudio:
+            entry, spent = self.producer.produce(part)
             made.spend(spent)
-            entry = _marked(entry, role, template, unit_loudness(entry.pcm, entry.sample_rate))
-            if store:
-                # On disk before it is used: a crash after this loses no finished segment.
-                self.tiers.keep(entry, lease, origin=part.origin, durable=True)
-            else:
-                lease.release()
-            return entry
+            return _marked(entry, role, template, unit_loudness(entry.pcm, entry.sample_rate))
 
         if not (use_cache and store):
-            entry = produce(NO_LEASE)
+            entry = produce()
             self._count(made, reused=False)
             return entry
-        entry, mine = self._flight(part.key, produce)
+        # On disk before it is used (durable): a crash after this loses no finished segment.
+        entry, mine = self.production.make(part.key, produce, origin=part.origin, durable=True)
         self._count(made, reused=not mine)
         return entry
 
@@ -257,51 +234,11 @@ class Composer:
         self.metrics.segments.labels(name).inc()
         self.stats.add(f"segments_{name}")
 
-    def _flight(
-        self, key: str, produce: Callable[[Lease], CachedAudio], *, shared: bool = True
-    ) -> tuple[CachedAudio, bool]:
-        """``(entry, True)`` when this thread produced it, ``(entry, False)`` when another
-        thread or process did (or had stored it). ``shared=False``: this process only,
-        no lease."""
-        cache = self.config.cache
-        leases = self.leases if shared else None
-
-        def lead() -> tuple[CachedAudio, bool]:
-            return lead_or_wait(
-                key, leases, self.renewer, lease=cache.lock_lease, timeout=cache.lock_timeout,
-                lookup=lambda: self.tiers.find(key), produce=produce, on_lock_error=self._on_lock_error,
-            )  # fmt: skip
-
-        (entry, produced), led = self.flights.run(key, lead)
-        return entry, produced and led
-
     @staticmethod
     def _part(r: Resolved, text: str) -> Resolved:
         """The raw request for one segment or piece of ``r``: only the text differs."""
         fields = dataclasses.replace(r.fields, text=text, finish="")
         return dataclasses.replace(r, fields=fields, key=fields.key)
-
-    def _meta(self, r: Resolved, segment_keys: list[str], *, role: str) -> dict[str, Any]:
-        now = time.time()
-        engine = self.producer.engine
-        meta: dict[str, Any] = {
-            "created": now,
-            "expires": None if r.ttl is None else now + r.ttl,
-            "engine": engine.name,
-            "model_version": engine.model_version,
-            "tag": self.producer.tag,
-            "voice": r.fields.voice,
-            "mode": r.fields.mode,
-            "role": role,
-        }
-        provider = self.config.provenance.active_provider
-        if provider is not None:  # the label its files carry (lib.provenance)
-            meta["provider"] = provider
-        if segment_keys:
-            meta["segments"] = segment_keys
-        if self.config.cache.store_text:
-            meta["text"] = r.fields.text
-        return meta
 
 
 def _marked(entry: CachedAudio, role: str, template: str = "", lufs: list[float] | None = None) -> CachedAudio:
