@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from lib.configload import assign, build, env_values, parse_size
+from lib.configload import assign, build, env_values, parse_size, require
 from lib.errors import ConfigError
 from lib.provenance import ProvenanceConfig
 from lib.serverconfig import ServerConfig
@@ -120,6 +120,38 @@ class CacheConfig:
     stats_phrases: int = 1000
     """Most phrases the statistics keep with their text (the least requested go first)."""
 
+    def __post_init__(self) -> None:
+        require(
+            (self.size_limit >= 1024 * 1024, f"cache.size_limit: must be at least 1MiB, got {self.size_limit}"),
+            (
+                self.eviction_policy in EVICTION_POLICIES,
+                f"cache.eviction_policy: use one of {', '.join(EVICTION_POLICIES)}, got {self.eviction_policy!r}",
+            ),
+            (0 <= self.pin_fraction <= 1, f"cache.pin_fraction: must be in [0, 1], got {self.pin_fraction}"),
+            (
+                self.ttl is None or 0 < self.ttl <= MAX_TTL,
+                f"cache.ttl: must be positive seconds up to 10 years, got {self.ttl}",
+            ),
+            (
+                0 < self.max_entry_fraction <= 1,
+                f"cache.max_entry_fraction: must be in (0, 1], got {self.max_entry_fraction}",
+            ),
+            (self.memory_bytes >= 0, f"cache.memory_bytes: must be >= 0, got {self.memory_bytes}"),
+            (self.transcode_bytes >= 0, f"cache.transcode_bytes: must be >= 0, got {self.transcode_bytes}"),
+            (self.lock_lease >= 1, f"cache.lock_lease: must be at least 1 second, got {self.lock_lease}"),
+            (self.lock_timeout > 0, f"cache.lock_timeout: must be positive, got {self.lock_timeout}"),
+            (
+                self.shared_url is None or self.shared_url.startswith(("redis://", "rediss://", "unix://")),
+                f"cache.shared_url: must start with redis://, rediss:// or unix://, got {self.shared_url!r}",
+            ),
+            (bool(self.dir.strip()), "cache.dir: must not be empty"),
+            (self.stats_phrases >= 0, "cache.stats_phrases: must be >= 0"),
+        )
+        if self.objects_url is not None:
+            from lib.objects.url import parse_objects_url  # the URL's rules; imports no client
+
+            parse_objects_url(self.objects_url)
+
 
 @dataclass(frozen=True)
 class TextConfig:
@@ -133,6 +165,12 @@ class TextConfig:
     """Fold Chinese full-width punctuation (，。！？：；“”) to ASCII before keying."""
     casefold: bool = False
     """Case-fold text before keying ("Hello" and "hello" share an entry)."""
+
+    def __post_init__(self) -> None:
+        require(
+            (self.max_chars >= 1, f"text.max_chars: must be at least 1, got {self.max_chars}"),
+            (self.max_style_chars >= 0, "text.max_style_chars: must be >= 0"),
+        )
 
 
 @dataclass(frozen=True)
@@ -148,6 +186,13 @@ class PromptConfig:
     memory_bytes: int = 32 * 1024**2
     """Byte budget of the in-memory memo of decoded prompts (accepted prompts only)."""
 
+    def __post_init__(self) -> None:
+        require(
+            (0 < self.min_seconds < self.max_seconds, "prompt.min_seconds: must be > 0 and below prompt.max_seconds"),
+            (self.max_upload_bytes > 0, "prompt.max_upload_bytes: must be positive"),
+            (self.memory_bytes >= 0, "prompt.memory_bytes: must be >= 0"),
+        )
+
 
 @dataclass(frozen=True)
 class VoicesConfig:
@@ -162,6 +207,16 @@ class VoicesConfig:
     max_saved: int = 1000
     """Most voices the library holds (saving one more is refused until one is deleted)."""
 
+    def __post_init__(self) -> None:
+        require(
+            (self.memory_bytes >= 0, "voices.memory_bytes: must be >= 0"),
+            (
+                self.profile_bytes >= 1024 * 1024,
+                f"voices.profile_bytes: must be at least 1MiB, got {self.profile_bytes}",
+            ),
+            (self.max_saved >= 1, f"voices.max_saved: must be at least 1, got {self.max_saved}"),
+        )
+
 
 @dataclass(frozen=True)
 class PreloadConfig:
@@ -172,6 +227,15 @@ class PreloadConfig:
     prompt_dir: str | None = None
     """A folder of recordings any phrase list may use (an uploaded list: only this one)."""
 
+    def __post_init__(self) -> None:
+        require(
+            (self.max_requests >= 1, f"preload.max_requests: must be at least 1, got {self.max_requests}"),
+            (
+                self.prompt_dir is None or bool(self.prompt_dir.strip()),
+                "preload.prompt_dir: give a folder or null, not ''",
+            ),
+        )
+
 
 @dataclass(frozen=True)
 class BuiltinConfig:
@@ -179,6 +243,14 @@ class BuiltinConfig:
 
     language: str = "auto"
     """``auto`` picks per run of script; or force ``cmn``, ``yue`` or ``en-us``."""
+
+    def __post_init__(self) -> None:
+        require(
+            (
+                self.language in ("auto", "cmn", "yue", "en-us"),
+                f"builtin.language: use auto, cmn, yue or en-us, got {self.language!r}",
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -215,6 +287,8 @@ class CosyVoiceConfig:
             value = getattr(self, key)
             if value is not None and not value.strip():
                 raise ConfigError(f"cosyvoice.{key}: must not be empty; give a path or leave it null")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ConfigError(f"cosyvoice.device: use auto, cpu or cuda, got {self.device!r}")
         if self.fp16 and self.device == "cpu":
             raise ConfigError("cosyvoice.fp16: half precision needs cosyvoice.device cuda or auto, not cpu")
 
@@ -238,8 +312,7 @@ class SegmentsConfig:
     engine's levels."""
 
     def __post_init__(self) -> None:
-        # Checks of this section live beside its fields.
-        rules = [
+        require(
             (10 <= self.max_chars <= 1000, f"segments.max_chars: must be 10 to 1000, got {self.max_chars}"),
             (0 <= self.pause_sentence <= 3, f"segments.pause_sentence: must be 0 to 3 s, got {self.pause_sentence}"),
             (0 <= self.pause_clause <= 3, f"segments.pause_clause: must be 0 to 3 s, got {self.pause_clause}"),
@@ -249,10 +322,7 @@ class SegmentsConfig:
                 self.loudness is None or -40 <= self.loudness <= -5,
                 f"segments.loudness: must be -40 to -5 LUFS or null, got {self.loudness}",
             ),
-        ]
-        for ok, message in rules:
-            if not ok:
-                raise ConfigError(message)
+        )
 
 
 @dataclass(frozen=True)
@@ -293,7 +363,10 @@ class AppConfig:
     watchdog: WatchdogConfig = field(default_factory=WatchdogConfig)
 
     def __post_init__(self) -> None:
-        _check(self)
+        # Every section checks its own keys as it is built; this is the one top-level key.
+        require(
+            (self.engine in ENGINE_NAMES, f"engine: must be one of {', '.join(ENGINE_NAMES)}, got {self.engine!r}"),
+        )
 
     def replace(self, overrides: Mapping[str, Any]) -> AppConfig:
         """A copy with dotted-key overrides applied (``{"cache.dir": "/x"}``);
@@ -344,57 +417,3 @@ def load_config(
         assign(data, dotted, yaml.safe_load(raw) if raw.strip() else None)
     config: AppConfig = build(AppConfig, data, "", _SIZE_FIELDS)
     return config.replace(overrides or {})
-
-
-def _check(config: AppConfig) -> None:
-    """Cross-field and range checks; each message names its key."""
-    c, v, pl = config.cache, config.voices, config.preload
-    rules: list[tuple[bool, str]] = [
-        (config.engine in ENGINE_NAMES, f"engine: must be one of {', '.join(ENGINE_NAMES)}, got {config.engine!r}"),
-        (c.size_limit >= 1024 * 1024, f"cache.size_limit: must be at least 1MiB, got {c.size_limit}"),
-        (
-            c.eviction_policy in EVICTION_POLICIES,
-            f"cache.eviction_policy: use one of {', '.join(EVICTION_POLICIES)}, got {c.eviction_policy!r}",
-        ),
-        (0 <= c.pin_fraction <= 1, f"cache.pin_fraction: must be in [0, 1], got {c.pin_fraction}"),
-        (c.ttl is None or 0 < c.ttl <= MAX_TTL, f"cache.ttl: must be positive seconds up to 10 years, got {c.ttl}"),
-        (0 < c.max_entry_fraction <= 1, f"cache.max_entry_fraction: must be in (0, 1], got {c.max_entry_fraction}"),
-        (c.memory_bytes >= 0, f"cache.memory_bytes: must be >= 0, got {c.memory_bytes}"),
-        (c.transcode_bytes >= 0, f"cache.transcode_bytes: must be >= 0, got {c.transcode_bytes}"),
-        (c.lock_lease >= 1, f"cache.lock_lease: must be at least 1 second, got {c.lock_lease}"),
-        (c.lock_timeout > 0, f"cache.lock_timeout: must be positive, got {c.lock_timeout}"),
-        (
-            c.shared_url is None or c.shared_url.startswith(("redis://", "rediss://", "unix://")),
-            f"cache.shared_url: must start with redis://, rediss:// or unix://, got {c.shared_url!r}",
-        ),
-        (bool(c.dir.strip()), "cache.dir: must not be empty"),
-        (config.text.max_chars >= 1, f"text.max_chars: must be at least 1, got {config.text.max_chars}"),
-        (config.text.max_style_chars >= 0, "text.max_style_chars: must be >= 0"),
-        (
-            0 < config.prompt.min_seconds < config.prompt.max_seconds,
-            "prompt.min_seconds: must be > 0 and below prompt.max_seconds",
-        ),
-        (config.prompt.max_upload_bytes > 0, "prompt.max_upload_bytes: must be positive"),
-        (config.voices.memory_bytes >= 0, "voices.memory_bytes: must be >= 0"),
-        (c.stats_phrases >= 0, "cache.stats_phrases: must be >= 0"),
-        (config.prompt.memory_bytes >= 0, "prompt.memory_bytes: must be >= 0"),
-        (v.profile_bytes >= 1024 * 1024, f"voices.profile_bytes: must be at least 1MiB, got {v.profile_bytes}"),
-        (v.max_saved >= 1, f"voices.max_saved: must be at least 1, got {v.max_saved}"),
-        (pl.max_requests >= 1, f"preload.max_requests: must be at least 1, got {pl.max_requests}"),
-        (pl.prompt_dir is None or bool(pl.prompt_dir.strip()), "preload.prompt_dir: give a folder or null, not ''"),
-        (
-            config.builtin.language in ("auto", "cmn", "yue", "en-us"),
-            f"builtin.language: use auto, cmn, yue or en-us, got {config.builtin.language!r}",
-        ),
-        (
-            config.cosyvoice.device in ("auto", "cpu", "cuda"),
-            f"cosyvoice.device: use auto, cpu or cuda, got {config.cosyvoice.device!r}",
-        ),
-    ]  # fmt: skip
-    for ok, message in rules:
-        if not ok:
-            raise ConfigError(message)
-    if c.objects_url is not None:
-        from lib.objects.url import parse_objects_url  # the URL's rules; imports no client
-
-        parse_objects_url(c.objects_url)

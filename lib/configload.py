@@ -14,7 +14,7 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from lib.errors import ConfigError
 
-__all__ = ["assign", "build", "env_values", "parse_size"]
+__all__ = ["assign", "build", "env_values", "parse_size", "require"]
 
 _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {
@@ -24,6 +24,15 @@ _SIZE_UNITS = {
     "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "gi": 1024**3,
     "t": 1000**4, "tb": 1000**4, "tib": 1024**4, "ti": 1024**4,
 }  # fmt: skip
+
+
+def require(*rules: tuple[bool, str]) -> None:
+    """The one way a section checks its keys (in its ``__post_init__``): raise
+    :class:`ConfigError` with the message of the first rule that does not hold. Each
+    message names its key and says what to give."""
+    for ok, message in rules:
+        if not ok:
+            raise ConfigError(message)
 
 
 def parse_size(value: str | int, key: str = "size") -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lib.errors import ConfigError
+from lib.configload import require
 
 __all__ = ["ServerConfig"]
 
@@ -38,13 +38,18 @@ class ServerConfig:
     """Largest request line plus headers accepted (400 beyond it)."""
 
     def __post_init__(self) -> None:
-        if not 1 <= self.port <= 65535:
-            raise ConfigError(f"server.port: must be 1-65535, got {self.port}")
-        for key in ("header_timeout", "body_timeout", "keepalive_timeout"):
-            seconds = getattr(self, key)
-            if not 0 < seconds <= 3600:
-                raise ConfigError(f"server.{key}: must be more than 0 and at most 3600 seconds, got {seconds}")
-        if self.max_connections < 1:
-            raise ConfigError(f"server.max_connections: must be at least 1, got {self.max_connections}")
-        if not 4096 <= self.max_header_bytes <= 1024**2:
-            raise ConfigError(f"server.max_header_bytes: must be 4KiB-1MiB, got {self.max_header_bytes}")
+        require(
+            (1 <= self.port <= 65535, f"server.port: must be 1-65535, got {self.port}"),
+            *(
+                (
+                    0 < getattr(self, key) <= 3600,
+                    f"server.{key}: must be more than 0 and at most 3600 seconds, got {getattr(self, key)}",
+                )
+                for key in ("header_timeout", "body_timeout", "keepalive_timeout")
+            ),
+            (self.max_connections >= 1, f"server.max_connections: must be at least 1, got {self.max_connections}"),
+            (
+                4096 <= self.max_header_bytes <= 1024**2,
+                f"server.max_header_bytes: must be 4KiB-1MiB, got {self.max_header_bytes}",
+            ),
+        )

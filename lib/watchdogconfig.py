@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lib.errors import ConfigError
+from lib.configload import require
 
 __all__ = ["WatchdogConfig"]
 
@@ -35,7 +35,7 @@ class WatchdogConfig:
     engine still works (``/healthz`` reports what it found); 0 turns probes off."""
 
     def __post_init__(self) -> None:
-        rules = [
+        require(
             (0 < self.timeout <= 86400, f"watchdog.timeout: must be above 0 and at most 86400 s, got {self.timeout}"),
             (0 <= self.per_char <= 60, f"watchdog.per_char: must be 0 to 60 s, got {self.per_char}"),
             (
@@ -46,10 +46,7 @@ class WatchdogConfig:
                 self.probe_interval == 0 or 1 <= self.probe_interval <= 86400,
                 f"watchdog.probe_interval: must be 0 (off) or 1 to 86400 s, got {self.probe_interval}",
             ),
-        ]
-        for ok, message in rules:
-            if not ok:
-                raise ConfigError(message)
+        )
 
     def deadline(self, *, chars: int = 0, audio_seconds: float = 0.0) -> float:
         """Seconds a call with this much work may take."""
