@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from lib.access import Action, Caller, check
 from lib.cache.keys import KEY_RE
 from lib.cache.tiers import Tiers
 from lib.errors import ValidationError
+from lib.reports import ClearReport, EvictReport, SweepReport, VerifyReport
 from lib.textnorm import cut_text
 
 __all__ = ["Admin"]
@@ -46,7 +47,7 @@ class Admin:
         self._verify_side = verify_side
         """Checks the side stores' databases (voices, profiles, locks, statistics)."""
 
-    def clear(self, *, caller: Caller) -> dict[str, Any]:
+    def clear(self, *, caller: Caller) -> ClearReport:
         """Remove every result from every tier and the derived voice data; saved
         voices stay."""
         check(caller, Action.ADMIN)
@@ -60,12 +61,12 @@ class Admin:
         if self.prompts is not None:
             self.prompts.clear()
         _LOGGER.warning("cache cleared: %d entries and %d voice profiles removed", removed, profiles)
-        report = {"removed": removed, "shared_removed": shared, "profiles_removed": profiles}
+        report: ClearReport = {"removed": removed, "shared_removed": shared, "profiles_removed": profiles}
         if t.objects is not None:
             report["objects_removed"] = objects
         return report
 
-    def evict(self, tag: str, *, caller: Caller) -> dict[str, Any]:
+    def evict(self, tag: str, *, caller: Caller) -> EvictReport:
         check(caller, Action.ADMIN)
         if not isinstance(tag, str) or not tag.strip() or len(tag) > 200:
             raise ValidationError("tag: give engine:model_version or voice:<fingerprint>")
@@ -73,7 +74,7 @@ class Admin:
         self.tiers.writer.flush()
         removed = self.tiers.store.evict(tag)
         self.tiers.drop_memory()
-        report: dict[str, Any] = {"tag": tag, "removed": removed}
+        report: EvictReport = {"tag": tag, "removed": removed}
         if self.tiers.shared is not None:
             # Redis's copies, and (through the eviction feed) every other replica's.
             # None: Redis could not be reached, its copies stay (evict again later).
@@ -101,15 +102,15 @@ class Admin:
         what = cut_text(tag) if tag is not None else "everything"
         _LOGGER.warning("%s was evicted on another replica: %d local entries removed", what, removed)
 
-    def sweep_expired(self, *, caller: Caller) -> dict[str, Any]:
+    def sweep_expired(self, *, caller: Caller) -> SweepReport:
         check(caller, Action.ADMIN)
         self.tiers.writer.flush()
-        report: dict[str, Any] = {"expired_removed": self.tiers.store.expire()}
+        report: SweepReport = {"expired_removed": self.tiers.store.expire()}
         if self.tiers.objects is not None:
             report["objects_expired_removed"] = self.tiers.objects.sweep()
         return report
 
-    def verify(self, *, caller: Caller) -> dict[str, Any]:
+    def verify(self, *, caller: Caller) -> VerifyReport:
         check(caller, Action.ADMIN)
         self.tiers.writer.flush()
         report = self.tiers.store.verify()

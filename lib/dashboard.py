@@ -11,6 +11,7 @@ from lib.cache.stores import LocalStores
 from lib.cache.tiers import Tiers
 from lib.engines.base import Engine
 from lib.files import ResultFiles
+from lib.reports import StoreState
 from lib.stats import Stats
 from lib.upgrade import Readiness
 
@@ -98,7 +99,7 @@ class Dashboard:
         works); "ok" otherwise. Checking reopens a store whose reopen is due, and
         notices a deleted or replaced cache directory."""
         store = self.tiers.store
-        stores: dict[str, dict[str, Any]] = {}
+        stores: dict[str, StoreState] = {}
         if self.disks is not None:
             stores = {name: handle.status() for name, handle in self.disks.handles.items()}
         else:

@@ -21,6 +21,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from lib.reports import StoreState
+
 __all__ = ["ResultFiles"]
 
 _LOGGER = logging.getLogger(__name__)
@@ -60,7 +62,7 @@ class ResultFiles:
                 raise OSError(f"{path} is not a private folder of this process")
         return path
 
-    def status(self) -> dict[str, object]:
+    def status(self) -> StoreState:
         """Whether result files can be written now (for ``/healthz``); recreates the
         directory if it was removed."""
         try:

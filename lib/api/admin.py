@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from lib.access import AccessPolicy, Caller
 from lib.errors import EngineUnavailableError, ValidationError
 from lib.metrics import CONTENT_TYPE
+from lib.reports import ClearReport, EvictReport, SweepReport
 from lib.service import TTSService
 from lib.textnorm import cut_fields, cut_text
 
@@ -124,6 +125,7 @@ def admin_router(service: TTSService) -> APIRouter:
         body = body or ClearRequest(tag=None, expired_only=False)
         if body.tag is not None and body.expired_only:
             raise ValidationError("give tag or expired_only, not both")
+        report: ClearReport | EvictReport | SweepReport
         if body.tag is not None:
             tag = body.tag
             report = await to_thread.run_sync(lambda: service.admin.evict(tag, caller=caller))
@@ -132,14 +134,14 @@ def admin_router(service: TTSService) -> APIRouter:
         else:
             report = await to_thread.run_sync(lambda: service.admin.clear(caller=caller))
         _LOGGER.warning("cache clear via API: %s", cut_fields(report))
-        return report
+        return dict(report)
 
     @router.post(
         "/api/cache/verify", tags=["cache", "admin"], summary="Check every entry; drop corrupt ones (admin)",
         responses=_ADMIN_RESPONSES,
     )  # fmt: skip
     async def verify(caller: CallerDep) -> dict[str, Any]:
-        return await to_thread.run_sync(lambda: service.admin.verify(caller=caller))
+        return dict(await to_thread.run_sync(lambda: service.admin.verify(caller=caller)))
 
     @router.get(
         "/metrics", tags=["operations"], summary="Prometheus metrics (tts_*)", response_class=Response,

@@ -50,6 +50,7 @@ from lib.cache.diskutil import (
     remove_values_before,
 )
 from lib.ratelimit import LogLimiter
+from lib.reports import StoreState
 
 __all__ = ["CHECK_EVERY", "REOPEN_AFTER", "STORE_ERRORS", "DiskHandle"]
 
@@ -272,7 +273,7 @@ class DiskHandle:
     def available(self) -> bool:
         return self.open() is not None
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> StoreState:
         """Whether the store is open and can write now -- its database *and* its value
         folders (checks the directory, reopens if a reopen is due, and writes a probe
         value file): for ``/healthz``."""

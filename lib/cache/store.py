@@ -33,6 +33,7 @@ from lib.cache.keys import KEY_RE
 from lib.cache.room import Room
 from lib.config import CacheConfig
 from lib.ratelimit import LogLimiter
+from lib.reports import StoreStats, VerifyReport
 
 __all__ = ["AudioStore", "directory_bytes"]
 
@@ -260,12 +261,15 @@ class AudioStore:
 
     # -- administration -----------------------------------------------------------------
 
-    def stats(self) -> dict[str, Any]:
-        state = {"effective_limit": self.room.effective_limit, "disk_full": self.room.disk_full}
+    def stats(self) -> StoreStats:
+        entries = size = 0
         with self._using("stats") as cache:
             if cache is not None:
-                return {"entries": len(cache), "bytes": cache.volume(), "size_limit": self.config.size_limit, **state}
-        return {"entries": 0, "bytes": 0, "size_limit": self.config.size_limit, **state}
+                entries, size = len(cache), cache.volume()
+        return {
+            "entries": entries, "bytes": size, "size_limit": self.config.size_limit,
+            "effective_limit": self.room.effective_limit, "disk_full": self.room.disk_full,
+        }  # fmt: skip
 
     def clear(self) -> int:
         with self._using("clear", write=True) as cache:
@@ -310,7 +314,7 @@ class AudioStore:
                 return removed
         return 0
 
-    def verify(self) -> dict[str, Any]:
+    def verify(self) -> VerifyReport:
         """Check the database itself (SQLite ``quick_check``: a damaged one is moved
         aside and a fresh store opened), every entry's checksum and the store's own
         consistency (orphan files, sizes); repair what is wrong. Returns what was done."""

@@ -17,6 +17,7 @@ from lib.errors import TTSError
 from lib.export import export_phrases
 from lib.phrases import PhraseFileError, PhraseRules, expand, load_phrases
 from lib.preload import PreloadReport, preload
+from lib.reports import ClearReport, EvictReport, SweepReport, VerifyReport
 from lib.textnorm import cut_fields
 from lib.ui.base import HandlerBase
 from lib.ui.messages import explain, explain_note, scrub_paths
@@ -80,6 +81,7 @@ class CacheHandlers(HandlerBase):
             )  # fmt: skip
         caller = self.caller(request, token)
         service = self.service
+        done: ClearReport | EvictReport | SweepReport | VerifyReport
         try:
             if action == "clear":
                 done = service.admin.clear(caller=caller)

@@ -19,6 +19,7 @@ import gradio as gr
 from lib.access import ANYONE
 from lib.audio import wav_bytes
 from lib.errors import TTSError
+from lib.reports import VoiceInfo
 from lib.request import ConvertRequest, TTSRequest
 from lib.results import SynthesisResult
 from lib.ui.base import error_html
@@ -325,7 +326,7 @@ class Handlers(CacheHandlers):
         done = f"✔ 已删除音色「{name}」。Deleted the voice '{name}'."
         return (*self.voice_updates(), done, gr.update(visible=False))
 
-    def voices_for(self, token: str | None, request: gr.Request | None) -> list[dict[str, Any]]:
+    def voices_for(self, token: str | None, request: gr.Request | None) -> list[VoiceInfo]:
         """Every voice; transcripts (users' texts) only for the admin."""
         return self.service.voices.list(caller=self.caller(request, token))
 

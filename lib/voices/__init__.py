@@ -18,6 +18,7 @@ from lib.audio import PromptAudio, PromptDecoder
 from lib.config import AppConfig
 from lib.engines.base import Engine, VoiceProfile
 from lib.errors import ConflictError, ConfusableNameError, NotFoundError, PromptAudioError, TTSError, ValidationError
+from lib.reports import VoiceInfo
 from lib.request import PromptSource, Resolved
 from lib.textnorm import cut_text
 from lib.validate import check_prompt, check_text
@@ -87,20 +88,22 @@ class Voices:
 
     # -- the library ---------------------------------------------------------------------
 
-    def list(self, *, caller: Caller) -> list[dict[str, Any]]:
+    def list(self, *, caller: Caller) -> builtins.list[VoiceInfo]:
         """Preset and saved voices; the transcripts (users' texts) for callers allowed to
         read them, ``has_prompt_text`` for the others."""
         voices = self._described()
         if allows(caller, Action.READ_TEXTS):
             return voices
-        return [
-            {**{k: v for k, v in voice.items() if k != "prompt_text"}, "has_prompt_text": bool(voice["prompt_text"])}
-            if "prompt_text" in voice else voice
-            for voice in voices
-        ]  # fmt: skip
+        public: builtins.list[VoiceInfo] = []
+        for voice in voices:
+            if "prompt_text" in voice:
+                voice = voice.copy()
+                voice["has_prompt_text"] = bool(voice.pop("prompt_text"))
+            public.append(voice)
+        return public
 
-    def _described(self) -> builtins.list[dict[str, Any]]:
-        voices: builtins.list[dict[str, Any]] = [{"name": n, "kind": "preset"} for n in sorted(self._presets)]
+    def _described(self) -> builtins.list[VoiceInfo]:
+        voices: builtins.list[VoiceInfo] = [{"name": n, "kind": "preset"} for n in sorted(self._presets)]
         for name in self.library.names():
             saved = self.library.get(name)
             if saved is not None:
@@ -110,7 +113,7 @@ class Voices:
     def save(
         self, name: str, prompt_audio: PromptSource | None, prompt_text: str = "", *,
         replace: bool = False, caller: Caller, consent: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:  # fmt: skip
+    ) -> VoiceInfo:  # fmt: skip
         """Save a prompt under ``name``; its profile is extracted now, so a prompt that
         cannot be a voice is refused at once and the first request in it is fast. A
         name that exists is refused (409) unless ``replace``, which needs the admin.

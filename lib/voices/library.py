@@ -19,6 +19,7 @@ from lib.audio import PromptAudio, decode_flac, encode
 from lib.cache.handle import STORE_ERRORS, DiskHandle
 from lib.engines.base import PROMPT_SAMPLE_RATE
 from lib.errors import ConflictError, StoreFullError, StoreUnavailableError, ValidationError
+from lib.reports import VoiceInfo
 from lib.textnorm import cut_text
 from lib.voices.consents import ConsentBook
 from lib.voices.names import normalise_name
@@ -48,8 +49,8 @@ class SavedVoice:
         self.consent = dict(consent) if consent else None
         """The consent record it was made under (lib.voices.consents), a copy kept beside it."""
 
-    def describe(self) -> dict[str, Any]:
-        described: dict[str, Any] = {
+    def describe(self) -> VoiceInfo:
+        described: VoiceInfo = {
             "name": self.name,
             "kind": "saved",
             "prompt_text": self.prompt_text,

@@ -26,6 +26,7 @@ from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 
 from lib.access import Action, Caller, allows, check
 from lib.errors import NotFoundError, ValidationError
+from lib.reports import VoiceInfo
 from lib.service import TTSService
 from lib.voicemap import OPENAI_VOICES
 
@@ -51,7 +52,7 @@ def _named(name: str, kind: str, **extra: Any) -> dict[str, Any]:
     return {"id": name, "object": "audio.voice", "name": name, "type": kind, "created_at": 0, **extra}
 
 
-def _voice(described: dict[str, Any]) -> dict[str, Any]:
+def _voice(described: VoiceInfo) -> dict[str, Any]:
     voice = {
         "id": described["name"],
         "object": "audio.voice",
