@@ -221,7 +221,7 @@ def test_the_leader_looks_again_after_taking_the_lease(processes: Callable[..., 
     look and its lease: the new leader finds it and never runs the engine."""
     other, p = processes(), processes()
     stored = entry(level=3000)
-    other.cache.store.put_blob(KEY, pack(stored), tag="fake:1", ttl=None)
+    other.store.put_blob(KEY, pack(stored), tag="fake:1", ttl=None)
     engine = SlowEngine()
     found, made_here = p.production.make(KEY, engine())
     assert (made_here, engine.calls) == (False, 0)
@@ -337,14 +337,14 @@ def test_a_durable_entry_is_on_disk_when_make_returns(processes: Callable[..., P
     p.writer.submit(lambda: writer_free.wait(30))  # the writer thread is busy
     try:
         p.production.make(KEY, SlowEngine()(), durable=True)
-        assert other.cache.store.get(KEY) is not None  # written before returning, not by the writer
+        assert other.store.get(KEY) is not None  # written before returning, not by the writer
         assert not p.leases.held(KEY)  # no shared tier: nothing left to wait for
         p.production.make(OTHER, SlowEngine()(OTHER))
-        assert not other.cache.store.contains(OTHER) and p.leases.held(OTHER)  # not durable: behind the writer
+        assert not other.store.contains(OTHER) and p.leases.held(OTHER)  # not durable: behind the writer
     finally:
         writer_free.set()
     assert wait_for(lambda: not p.leases.held(OTHER))
-    assert other.cache.store.contains(OTHER)
+    assert other.store.contains(OTHER)
 
 
 def test_keep_knows_no_lease_and_reports_when_the_write_is_done(processes: Callable[..., Process]) -> None:
