@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from lib.access import Action, Caller, check
 from lib.config import AppConfig
-from lib.errors import NotFoundError, StoreUnavailableError
+from lib.errors import NotFoundError, StoreUnavailableError, ValidationError
 from lib.readings.journal import Change, Journal, diff
 from lib.readings.stale import HeaderStore, VoiceIds, count_stale, old_keys
 from lib.readings.sync import LexiconSync, SharedLexicon
@@ -39,11 +39,20 @@ from lib.text.frontend import FrontEnd, mandarin_reader
 from lib.text.lexicon import Lexicon, LexiconEntry, LexiconError, validate_entry
 from lib.text.tokens import Reading
 from lib.textnorm import cut_text, normalise_text
+from lib.validate import check_text
 
 if TYPE_CHECKING:
     from lib.text.mandarin import MandarinReader
 
-__all__ = ["JIEBA_MIN_LIMIT", "JOURNAL_NAME", "Readings", "lexicon_path", "load_lexicon", "shared_reader"]
+__all__ = [
+    "JIEBA_MIN_LIMIT",
+    "JOURNAL_NAME",
+    "Readings",
+    "check_language",
+    "lexicon_path",
+    "load_lexicon",
+    "shared_reader",
+]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -64,6 +73,20 @@ def shared_reader(jieba_dir: Path | None) -> MandarinReader:
         if _READER is None:
             _READER = mandarin_reader(jieba_dir)
         return _READER
+
+
+def check_language(language: object) -> str | None:
+    """``zh`` or ``en`` (``zh-CN``, ``cmn``, ``en-US``... accepted), or None to detect it
+    from the text (``auto`` or nothing); :class:`ValidationError` naming the field."""
+    if language is None or language == "" or language == "auto":
+        return None
+    if isinstance(language, str):
+        tag = language.strip().lower().replace("_", "-")
+        if tag in ("zh", "cmn") or tag.startswith(("zh-", "cmn-")):
+            return "zh"
+        if tag == "en" or tag.startswith("en-"):
+            return "en"
+    raise ValidationError(f"language: use zh or en (or leave it out to detect it from the text), not {language!r}")
 
 
 def lexicon_path(config: AppConfig) -> Path | None:
@@ -90,6 +113,7 @@ class Readings:
         disk tier, for stale counts; ``contains``: whether a key is on disk (the
         preload's question); ``shared``: the shared tier's lexicon keys; ``voice_ids``: a
         voice name's ids as entries' metadata has them."""
+        self._config = config
         self.path = lexicon_path(config)
         """The operator's lexicon file (None: in memory only)."""
         cache_dir = Path(config.cache.dir)
@@ -130,6 +154,23 @@ class Readings:
     def read(self, text: str, *, voice: str | None = None, language: str | None = None) -> Reading:
         """The reading of ``text`` as ``voice`` will say it (memoised per text)."""
         return self.front_end.read(text, voice=voice or None, language=language)
+
+    def preview(self, text: object, *, voice: object = None, language: object = None) -> Reading:
+        """:meth:`read` for a caller's input (``POST /api/reading``, the UI): the text
+        normalised as a request's is, so the reading is what the engine will be given.
+        Raises :class:`ValidationError` (400) or :class:`NotFoundError` (404, an unknown
+        voice) naming the field."""
+        clean = check_text(text, "text", self._config)
+        if not clean.strip():
+            raise ValidationError("text: is empty; give the text to read")
+        name = None
+        if voice is not None and voice != "":
+            if not isinstance(voice, str):
+                raise ValidationError("voice: must be the name of a saved or preset voice")
+            name = voice.strip()
+            if not self._voice_ids(name):
+                raise NotFoundError(f"voice: no saved or preset voice named {cut_text(name)!r}")
+        return self.read(clean, voice=name, language=check_language(language))
 
     # -- the lexicon ------------------------------------------------------------------------
 
