@@ -62,6 +62,9 @@ JOURNAL_NAME = "lexicon-changes.json"
 #: ``cache.size_limit`` up (under 4 % of it); below, jieba builds its dictionary in memory.
 JIEBA_MIN_LIMIT = 256 * 1024**2
 
+#: Reading parts remembered (:meth:`Readings.key_part`): about 0.5 MB for short texts.
+_PARTS_KEPT = 4096
+
 _READER: MandarinReader | None = None
 _READER_LOCK = threading.Lock()
 
@@ -119,6 +122,9 @@ class Readings:
         cache_dir = Path(config.cache.dir)
         jieba_dir = cache_dir / "text" if config.cache.size_limit >= JIEBA_MIN_LIMIT else None
         self.front_end = FrontEnd(lexicon, reader=shared_reader(jieba_dir))
+        self._parts: dict[tuple[str, str | None, str], str] = {}
+        """Reading parts by text, voice and lexicon version (plain dict operations: atomic
+        under the GIL, so no lock on the hit path)."""
         self._store = store if config.cache.store_text else None
         self._contains = contains
         self._voice_ids = voice_ids
@@ -148,8 +154,18 @@ class Readings:
         return self.front_end.lexicon.version
 
     def key_part(self, text: str, voice: str | None = None) -> str:
-        """The cache key's reading part of ``text`` in ``voice`` (a term scan, no reading)."""
-        return self.front_end.key_part(text, voice)
+        """The cache key's reading part of ``text`` in ``voice`` (a term scan, no reading),
+        remembered per text, voice and lexicon version: hot phrases come back thousands of
+        times, and the scan costs about 0.2 µs per character with 1,000 entries (0.2 µs
+        for a remembered one)."""
+        memo = (text, voice, self.front_end.lexicon.version)
+        part = self._parts.get(memo)
+        if part is None:
+            part = self.front_end.key_part(text, voice)
+            if len(self._parts) >= _PARTS_KEPT:
+                self._parts.clear()  # the simplest bound: refilled by the texts asked for now
+            self._parts[memo] = part
+        return part
 
     def read(self, text: str, *, voice: str | None = None, language: str | None = None) -> Reading:
         """The reading of ``text`` as ``voice`` will say it (memoised per text)."""
