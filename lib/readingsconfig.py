@@ -11,10 +11,12 @@ API are written back to it atomically (mode 0600). docs/readings.md has the form
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from lib.configload import require
+from lib.text.lexicon import Lexicon
 
-__all__ = ["MAX_LEXICON_LIMIT", "ReadingsConfig"]
+__all__ = ["MAX_LEXICON_LIMIT", "ReadingsConfig", "lexicon_path", "load_lexicon"]
 
 #: Highest ``readings.max_entries`` accepted: every entry is a term of the scan that
 #: runs on each key (a larger automaton costs memory, not time per text).
@@ -43,3 +45,16 @@ class ReadingsConfig:
                 f"readings.max_entries: must be 1 to {MAX_LEXICON_LIMIT}, got {self.max_entries}",
             ),
         )
+
+
+def lexicon_path(section: ReadingsConfig) -> Path | None:
+    """The operator's lexicon file (``readings.lexicon``), or None."""
+    return Path(section.lexicon) if section.lexicon is not None else None
+
+
+def load_lexicon(section: ReadingsConfig) -> Lexicon:
+    """The operator's lexicon from its file (empty if there is none). A bad file raises
+    :class:`lib.text.lexicon.LexiconFileError` (a configuration error) naming its line;
+    ``python -m lib.cli prepare`` (``run.sh``) and the service's start call it."""
+    path, limit = lexicon_path(section), section.max_entries
+    return Lexicon.load(path, limit=limit) if path is not None else Lexicon(limit=limit)

@@ -94,7 +94,7 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
     """Build every part of a service over ``config`` (and ``engine``, else the
     configured one). ``admin_token``: a fixed admin token (or None for none) instead of
     the environment variable; the access policy is built here once and never changed."""
-    lexicon = load_lexicon(config)  # first: a bad lexicon file stops the start before anything runs
+    lexicon = load_lexicon(config.readings)  # first: a bad lexicon file stops the start before anything runs
     access = (
         AccessPolicy.from_config(config)
         if admin_token is FROM_ENV

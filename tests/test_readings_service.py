@@ -253,3 +253,88 @@ def test_the_preload_lists_what_it_made_again_after_a_lexicon_change(tmp_path: P
         assert third.generated == 0 and third.relexicon == []
     finally:
         svc.close()
+
+
+def test_the_http_hit_paths_memo_follows_the_lexicon(tmp_path: Path) -> None:
+    """``memory_hit`` (the HTTP hit path) remembers preset-voice resolutions: after an
+    edit it must not answer the old key's audio for a text the edit re-keyed."""
+    svc = tone_service(tmp_path)
+    try:
+        request = TTSRequest(text="下一站六安", voice="tone-low")
+        made = speak(svc, "下一站六安")
+        hit = svc.memory_hit(request)
+        assert hit is not None and hit.key == made.key
+        svc.readings.add("六安", "lu4 an1", caller=LOCAL)
+        assert svc.memory_hit(request) is None  # a new key, not in memory: the request path makes it
+        other = TTSRequest(text="欢迎光临", voice="tone-low")
+        speak(svc, "欢迎光临")
+        assert svc.memory_hit(other) is not None
+    finally:
+        svc.close()
+
+
+def test_the_readings_section_checks_its_keys(tmp_path: Path) -> None:
+    from lib.config import load_config
+    from lib.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"readings\.max_entries: must be 1 to 100000, got 0"):
+        load_config(env={}, overrides={"readings.max_entries": 0})
+    with pytest.raises(ConfigError, match=r"readings\.lexicon: give a file name"):
+        load_config(env={}, overrides={"readings.lexicon": " "})
+    config = load_config(env={"TTS_READINGS_LEXICON": str(tmp_path / "mine.json"), "TTS_READINGS_MAX_ENTRIES": "7"})
+    assert config.readings.lexicon == str(tmp_path / "mine.json") and config.readings.max_entries == 7
+    assert load_config(env={}).readings.lexicon == "lexicon.json"  # beside hot_phrases.json
+
+
+def test_preload_cache_py_says_what_a_hand_edit_of_the_lexicon_made_it_render_again(tmp_path: Path) -> None:
+    """The real script, twice, with the lexicon file edited in between (the service was
+    stopped: the change is found at the start)."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    phrases = tmp_path / "hot.json"
+    phrases.write_text(json.dumps({k: v for k, v in TEMPLATE_LIST.items() if k != "templates"}, ensure_ascii=False),
+                       encoding="utf-8")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_")}
+    command = [sys.executable, str(REPO / "preload_cache.py"), "--phrases", str(phrases), "--engine", "tone",
+               "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
+
+    def run() -> subprocess.CompletedProcess[str]:
+        # cwd: the lexicon file is lexicon.json in the working directory (readings.lexicon's default)
+        return subprocess.run(command, cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True,
+                              text=True, timeout=240)  # fmt: skip
+
+    first = run()
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip().splitlines() == ["preload: 2 phrases, 2 generated, 0 already cached, 0 failed in "
+                                                 + first.stdout.split(" failed in ")[1].strip()]  # fmt: skip
+    (tmp_path / "lexicon.json").write_text('[{"term": "六安", "reading": "lu4 an1", "voice": null}]', encoding="utf-8")
+    second = run()
+    assert second.returncode == 0, second.stderr
+    lines = second.stdout.strip().splitlines()
+    assert len(lines) == 1 and SUMMARY.match(lines[0]) and lines[0].startswith("preload: 2 phrases, 1 generated, 1 ")
+    assert "preload: re-rendered after a lexicon change: phrases[0]" in second.stderr.splitlines()
+    assert "phrases[1]" not in second.stderr
+
+
+def test_a_composed_answer_finds_each_piece_under_its_own_reading_part(tmp_path: Path) -> None:
+    """After an entry for a term in one piece, and the preload, a templated request is
+    composed from cached pieces only: each piece is keyed with its own text's part, not
+    the whole sentence's."""
+    phrases = tmp_path / "hot.json"
+    phrases.write_text(json.dumps(TEMPLATE_LIST, ensure_ascii=False), encoding="utf-8")
+    svc = disk_only(tmp_path, **{"templates.file": str(phrases)})
+    try:
+        svc.readings.add("六安", "lu4 an1", caller=LOCAL)
+        report = preload(svc, [], templates=svc.templates.templates(), caller=LOCAL)
+        assert report.failed == 0
+        svc.cache.flush()
+        made = calls(svc)
+        result = svc.synthesise(TTSRequest(text="请A1号旅客到六安站2号口", voice="tone-low"))
+        assert result.cache == "COMPOSED" and result.info["segments_synthesised"] == 0
+        assert calls(svc) == made
+    finally:
+        svc.close()

@@ -34,6 +34,7 @@ from lib.errors import NotFoundError, StoreUnavailableError, ValidationError
 from lib.readings.journal import Change, Journal, diff
 from lib.readings.stale import HeaderStore, VoiceIds, count_stale, old_keys
 from lib.readings.sync import LexiconSync, SharedLexicon
+from lib.readingsconfig import lexicon_path, load_lexicon
 from lib.request import Resolved
 from lib.text.frontend import FrontEnd, mandarin_reader
 from lib.text.lexicon import Lexicon, LexiconEntry, LexiconError, validate_entry
@@ -92,18 +93,6 @@ def check_language(language: object) -> str | None:
     raise ValidationError(f"language: use zh or en (or leave it out to detect it from the text), not {language!r}")
 
 
-def lexicon_path(config: AppConfig) -> Path | None:
-    """The operator's lexicon file (``readings.lexicon``), or None."""
-    return Path(config.readings.lexicon) if config.readings.lexicon is not None else None
-
-
-def load_lexicon(config: AppConfig) -> Lexicon:
-    """The operator's lexicon from its file (empty if there is none). A bad file raises
-    :class:`lib.text.lexicon.LexiconFileError` (a configuration error) naming its line."""
-    path, limit = lexicon_path(config), config.readings.max_entries
-    return Lexicon.load(path, limit=limit) if path is not None else Lexicon(limit=limit)
-
-
 class Readings:
     """The text front end and the operator's lexicon of one service; thread-safe."""
 
@@ -117,7 +106,7 @@ class Readings:
         preload's question); ``shared``: the shared tier's lexicon keys; ``voice_ids``: a
         voice name's ids as entries' metadata has them."""
         self._config = config
-        self.path = lexicon_path(config)
+        self.path = lexicon_path(config.readings)
         """The operator's lexicon file (None: in memory only)."""
         cache_dir = Path(config.cache.dir)
         jieba_dir = cache_dir / "text" if config.cache.size_limit >= JIEBA_MIN_LIMIT else None
