@@ -7,8 +7,9 @@ The rule:
 
 - anyone may synthesise, preload a phrase list and save a voice under a *new* name;
 - replacing or deleting a saved voice, ``force`` (regenerating cached entries),
-  enabling an uploaded list's templates (they change other users' answers), and the
-  admin actions (clear, evict, sweep, verify) need the admin;
+  enabling an uploaded list's templates (they change other users' answers), changing
+  the pronunciation lexicon (it changes every voice's readings), and the admin actions
+  (clear, evict, sweep, verify) need the admin;
 - statistics that contain user texts, and the transcripts of saved voices, are
   admin-only; everyone else sees counts, sizes and hit rates, and voice names.
 
@@ -43,6 +44,7 @@ class Action(enum.Enum):
     TEMPLATES = "enable a phrase list's templates for every request"
     ADMIN = "clear, evict, sweep or verify the cache"
     READ_TEXTS = "read users' texts (in the statistics, the voices' transcripts)"
+    LEXICON = "change the pronunciation lexicon"
 
 
 #: Actions open to every caller.

@@ -76,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, _rest = parser.parse_known_args(argv[1:])
     try:
         config = config_from_args(args)
+        from lib.readingsconfig import load_lexicon
+
+        load_lexicon(config.readings)  # a bad lexicon file stops run.sh here, naming its line
     except TTSError as exc:
         print(f"run.sh: {exc}", file=sys.stderr)
         return 2

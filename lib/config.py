@@ -20,6 +20,7 @@ import yaml
 from lib.configload import assign, build, env_values, parse_size, require
 from lib.errors import ConfigError
 from lib.provenance import ProvenanceConfig
+from lib.readingsconfig import ReadingsConfig
 from lib.serverconfig import ServerConfig
 from lib.voicemap import OpenAIConfig
 from lib.watchdogconfig import WatchdogConfig
@@ -35,6 +36,7 @@ __all__ = [
     "PreloadConfig",
     "PromptConfig",
     "ProvenanceConfig",
+    "ReadingsConfig",
     "SegmentsConfig",
     "ServerConfig",
     "TemplatesConfig",
@@ -361,6 +363,7 @@ class AppConfig:
     provenance: ProvenanceConfig = field(default_factory=ProvenanceConfig)
     openai: OpenAIConfig = field(default_factory=OpenAIConfig)
     watchdog: WatchdogConfig = field(default_factory=WatchdogConfig)
+    readings: ReadingsConfig = field(default_factory=ReadingsConfig)
 
     def __post_init__(self) -> None:
         # Every section checks its own keys as it is built; this is the one top-level key.

@@ -4,6 +4,7 @@ the shared tier: a refresh must stay cheap whatever the load."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from lib.access import Action, Caller, allows
@@ -41,6 +42,7 @@ class Dashboard:
         metrics: Metrics,
         watchdog: Watchdog | None = None,
         cache_dir: str = "",
+        lexicon: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.engine = engine
         self.tag = tag
@@ -55,6 +57,8 @@ class Dashboard:
         self.files = files
         self.watchdog = watchdog
         self.cache_dir = cache_dir
+        self._lexicon = lexicon
+        """The lexicon's state and its last changes (lib.readings.Readings.status)."""
 
     @property
     def objects(self) -> ObjectTier | None:
@@ -63,7 +67,9 @@ class Dashboard:
 
     def snapshot(self, top: int = 20, *, caller: Caller) -> dict[str, Any]:
         """Everything the dashboard and ``/api/cache/stats`` show. For a caller who may
-        not read users' texts (the public view) the top-phrase lists are left out."""
+        not read users' texts (the public view) the top-phrase lists are left out.
+        ``lexicon``: the operator's lexicon and its last changes, each with the number of
+        cached entries it made stale (``lexicon.last_change.stale``)."""
         texts = allows(caller, Action.READ_TEXTS)
         snap = self.stats.snapshot(top if texts else 0)
         if not texts:
@@ -84,6 +90,7 @@ class Dashboard:
             shared=self.shared.status() if self.shared is not None else None,
             objects=self.objects.status() if self.objects is not None else None,
             model_versions=self.readiness.versions() if self.readiness is not None else [],
+            lexicon=self._lexicon() if self._lexicon is not None else None,
         )  # fmt: skip
         return snap
 

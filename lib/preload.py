@@ -1,7 +1,12 @@
 """Preload: make sure every request of a phrase list is cached, skipping what is
 (used by ``preload_cache.py`` and the web UI's Preload tab). A list's templates are
 preloaded as their pieces (:meth:`lib.compose.templates.Template.pieces`): each piece counts as
-one request in the report."""
+one request in the report.
+
+A lexicon change re-keys the phrases and pieces whose text contains its term: they are
+misses, made again like any other, and the report lists them apart
+(:attr:`PreloadReport.relexicon`: cached before a remembered change,
+:meth:`lib.readings.Readings.rekeyed`)."""
 
 from __future__ import annotations
 
@@ -38,6 +43,19 @@ class PreloadReport:
     failures: list[tuple[str, str]] = field(default_factory=list)
     """(entry, message) of each failed request."""
     dry_run: bool = False
+    relexicon: list[str] = field(default_factory=list)
+    """Entries (phrases and template pieces) generated again because a lexicon change
+    re-keyed them: cached before the change (a part of ``generated``)."""
+
+    def relexicon_lines(self, most: int = 20) -> list[str]:
+        """The re-rendered entries as lines for a log or the terminal."""
+        if not self.relexicon:
+            return []
+        verb = "would be re-rendered" if self.dry_run else "re-rendered"
+        lines = [f"preload: {verb} after a lexicon change: {entry}" for entry in self.relexicon[:most]]
+        if len(self.relexicon) > most:
+            lines.append(f"preload: ... and {len(self.relexicon) - most} more {verb} after a lexicon change")
+        return lines
 
     def summary(self) -> str:
         return (
@@ -83,8 +101,11 @@ def preload(
             outcome, message = _preload_piece(service, item, force=force, dry_run=dry_run)
         else:
             outcome, message = _preload_one(service, item, force=force, dry_run=dry_run, caller=caller)
+        rekeyed = outcome == "generated" and not force and _rekeyed(service, item)
         with lock:
             report.total += 1
+            if rekeyed:
+                report.relexicon.append(item.entry)
             if outcome == "generated":
                 report.generated += 1
             elif outcome == "cached":
@@ -109,6 +130,17 @@ def preload(
                 raise
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _rekeyed(service: TTSService, item: PhraseRequest | _Piece) -> bool:
+    """Whether ``item`` was cached before a lexicon change re-keyed it."""
+    try:
+        if isinstance(item, _Piece):
+            piece = service.templates.piece_request(item.template, item.text)
+            return piece is not None and service.readings.rekeyed(piece)
+        return service.readings.rekeyed(service.resolve(item.request()))
+    except TTSError:
+        return False
 
 
 def _pin(service: TTSService, items: list[PhraseRequest | _Piece], name: str) -> None:

@@ -9,6 +9,7 @@ chosen mode does not use are blanked before keying, so they cannot split the cac
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Protocol
 
@@ -23,7 +24,7 @@ from lib.request import CONVERT, ConvertRequest, PromptSource, Resolved, TTSRequ
 from lib.textnorm import cut_text
 from lib.validate import check_format, check_seed, check_speed, check_ttl, normalise_fields
 
-__all__ = ["EngineInfo", "Resolver", "SavedPrompt", "VoiceBook"]
+__all__ = ["EngineInfo", "ReadingKeys", "Resolver", "SavedPrompt", "VoiceBook"]
 
 
 class EngineInfo(Protocol):
@@ -71,13 +72,29 @@ class VoiceBook(Protocol):
         ...
 
 
+class ReadingKeys(Protocol):
+    """What the key needs of the text front end (:class:`lib.readings.Readings`)."""
+
+    @property
+    def version(self) -> str:
+        """Changes whenever :meth:`key_part` may answer differently (a lexicon edit)."""
+        ...
+
+    def key_part(self, text: str, voice: str | None = None) -> str:
+        """The front end's version and the digest of the lexicon entries that apply to
+        ``text`` in ``voice``: a term scan, microseconds."""
+        ...
+
+
 class Resolver:
     """Turns a :class:`TTSRequest` into a :class:`Resolved` (validated fields + key)."""
 
-    def __init__(self, engine: EngineInfo, voices: VoiceBook, config: AppConfig) -> None:
+    def __init__(self, engine: EngineInfo, voices: VoiceBook, config: AppConfig, readings: ReadingKeys) -> None:
         self.engine = engine
         self.voices = voices
         self.config = config
+        self.readings = readings
+        """The key's reading part (issue 27): scoped by the voice as the caller named it."""
         self.finish = Finish.from_config(config)
         self._presets: dict[tuple[object, ...], Resolved] = {}
         """Resolutions of recent requests in preset voices (``resolve_in_memory``):
@@ -93,7 +110,8 @@ class Resolver:
         if request.prompt_audio is not None:
             return None
         # The types too: True == 1 and 1 == 1.0, but a check may refuse one and not the other.
-        memo = (request, type(request.seed), type(request.speed), type(request.ttl))
+        # The lexicon's version too: an edit re-keys the texts it affects.
+        memo = (request, type(request.seed), type(request.speed), type(request.ttl), self.readings.version)
         try:
             known, hashable = self._presets.get(memo), True
         except TypeError:  # a field that cannot be hashed: resolved (and surely refused) every time
@@ -135,8 +153,20 @@ class Resolver:
             speed=round(check_speed(request.speed), 3),
             mode=mode,
             finish=self._recipe(text),
+            reading=self._reading(text, request.voice),
         )
         return self._resolved(request, fields, prompt, preset)
+
+    def _reading(self, text: str, voice: str | None) -> str:
+        """The key's reading part: the voice scope is the voice as the caller named it
+        (a preset or saved voice), none for an uploaded prompt."""
+        return self.readings.key_part(text, voice.strip() if voice else None)
+
+    def part(self, r: Resolved, text: str) -> Resolved:
+        """The raw request for one segment or piece of ``r``: only the text (and so its
+        reading part) differs, and nothing is finished."""
+        fields = dataclasses.replace(r.fields, text=text, finish="", reading=self._reading(text, r.voice_name))
+        return dataclasses.replace(r, fields=fields, key=fields.key)
 
     def _resolved(
         self, request: TTSRequest | ConvertRequest, fields: KeyFields, prompt: PromptAudio | None, preset: str | None,

@@ -24,7 +24,10 @@ permission-checked one takes the ``caller`` as a required keyword):
 - ``templates`` (:class:`lib.compose.templatebook.TemplateBook`): the templates answered
   from pieces, and the pieces a preload makes;
 - ``singleflight`` (:class:`lib.cache.production.Production`): a key's production run
-  once across threads, processes and replicas; its ``leases`` and ``renewer``.
+  once across threads, processes and replicas; its ``leases`` and ``renewer``;
+- ``readings`` (:class:`lib.readings.Readings`): the text front end and the operator's
+  lexicon: ``read``, ``key_part``, ``entries``, ``add`` and ``remove`` (admin),
+  ``status``; its ``front_end`` and ``lexicon``.
 
 The parts are built by one factory, :func:`lib.wiring.wire`.
 """
@@ -81,6 +84,7 @@ class TTSService:
         self.cache = parts.tiers
         self.templates = parts.templates
         self.singleflight = parts.singleflight
+        self.readings = parts.readings
         self._parts = parts
         self._resolver = parts.resolver
         self._composer = parts.composer
@@ -236,6 +240,7 @@ class TTSService:
         p.streams.close()
         if p.prewarm is not None:
             p.prewarm.join(timeout=30)
+        p.readings.close()
         p.writer.close()
         if p.singleflight.renewer is not None:
             p.singleflight.renewer.stop()

@@ -41,16 +41,20 @@ class Readiness:
     """Per model version: entries in the cache and hot phrases ready."""
 
     def __init__(
-        self, store: AudioStore, resolve: Callable[[TTSRequest], Resolved], phrase_file: str | None, current: str
-    ) -> None:
+        self, store: AudioStore, resolve: Callable[[TTSRequest], Resolved], phrase_file: str | None, current: str,
+        *, revision: Callable[[], str] = lambda: "",
+    ) -> None:  # fmt: skip
+        """``revision``: changes when the keys of the same phrases change (the lexicon's
+        version: an edit re-keys the phrases that contain its term)."""
         self.store = store
+        self._revision = revision
         self._resolve = resolve
         self.phrase_file = phrase_file
         self.current = current
         """The serving version's tag (``engine:model_version``)."""
         self._lock = threading.Lock()
         self._answer: tuple[float, list[dict[str, Any]]] | None = None
-        self._fields: tuple[tuple[str, int], list[KeyFields]] | None = None
+        self._fields: tuple[tuple[str, int, str], list[KeyFields]] | None = None
 
     def versions(self) -> list[dict[str, Any]]:
         """``[{"tag", "engine", "model_version", "entries", "hot_ready", "hot_total",
@@ -85,7 +89,7 @@ class Readiness:
             stat = None
         if path is None or stat is None:
             return []
-        stamp = (str(path), stat.st_mtime_ns)
+        stamp = (str(path), stat.st_mtime_ns, self._revision())
         with self._lock:
             if self._fields is not None and self._fields[0] == stamp:
                 return self._fields[1]

@@ -4,13 +4,14 @@
 made and connected; each part gets its collaborators in its constructor, nothing is
 injected afterwards. The service keeps the request path for itself and exposes the
 documented parts (``voices``, ``admin``, ``dashboard``, ``files``, ``cache``,
-``templates``); everything else stays private to it.
+``templates``, ``singleflight``, ``readings``); everything else stays private to it.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ from lib.files import ResultFiles
 from lib.metrics import Metrics
 from lib.objects import configured_objects
 from lib.produce import Producer
+from lib.readings import Readings, load_lexicon
 from lib.recording import Recorder
 from lib.resolve import Resolver
 from lib.stats import Stats
@@ -85,12 +87,14 @@ class Parts:
     refiner: Refiner
     streams: StreamJobs
     prewarm: threading.Thread | None
+    readings: Readings
 
 
 def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = FROM_ENV) -> Parts:
     """Build every part of a service over ``config`` (and ``engine``, else the
     configured one). ``admin_token``: a fixed admin token (or None for none) instead of
     the environment variable; the access policy is built here once and never changed."""
+    lexicon = load_lexicon(config.readings)  # first: a bad lexicon file stops the start before anything runs
     access = (
         AccessPolicy.from_config(config)
         if admin_token is FROM_ENV
@@ -123,7 +127,10 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
     limits = PromptLimits(max_seconds=config.prompt.max_seconds, max_bytes=config.prompt.max_upload_bytes)
     decoder = PromptDecoder(limits, config.prompt.memory_bytes)
     voices = Voices(watched, library, profiles, decoder, config)
-    resolver = Resolver(engine, voices, config)
+    readings = Readings(
+        config, lexicon, store=disks.audio, shared=shared, voice_ids=_voice_ids(voices), contains=disks.audio.contains
+    )
+    resolver = Resolver(engine, voices, config, readings)
     producer = Producer(watched, voices, stats, metrics, config)
     admin = Admin(tiers, profiles, decoder, disks.verify_side)
     cache_dir = Path(config.cache.dir)
@@ -132,10 +139,10 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
     elif objects is not None:  # without Redis, evictions and clears travel through the object store
         objects.follow_evictions(admin.apply_remote, cache_dir / "objects-evictions.json")
     files = ResultFiles()
-    readiness = Readiness(disks.audio, resolver.resolve, config.templates.file, tag)
+    readiness = Readiness(disks.audio, resolver.resolve, config.templates.file, tag, revision=lambda: readings.version)
     dashboard = Dashboard(
         engine, tag, tiers, stats, shared, readiness, disks, files, metrics=metrics, watchdog=watchdog,
-        cache_dir=str(cache_dir),
+        cache_dir=str(cache_dir), lexicon=readings.status,
     )  # fmt: skip
     gauges.append(dashboard)
     # Redis leases, else lease objects in the object store (local ones while down), else local ones.
@@ -149,7 +156,7 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
     production = Production(
         tiers, leases, renewer, config.cache, on_lock_error=lambda exc: metrics.cache_errors.labels("lock").inc()
     )
-    composer = Composer(production, producer, config, metrics, stats)
+    composer = Composer(production, producer, config, metrics, stats, resolver.part)
     templates = TemplateBook.configured(config, resolver.resolve, composer.finish)
     refiner = Refiner(lambda r: composer.make(r), on_event=lambda event: metrics.refines.labels(event).inc())
     prewarm: threading.Thread | None = None
@@ -161,5 +168,17 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
         shared=shared, objects=objects, writer=writer, tiers=tiers, voices=voices, resolver=resolver, admin=admin,
         files=files, dashboard=dashboard, singleflight=production, recorder=recorder,
         composer=composer,
-        templates=templates, refiner=refiner, streams=StreamJobs(), prewarm=prewarm,
+        templates=templates, refiner=refiner, streams=StreamJobs(), prewarm=prewarm, readings=readings,
     )  # fmt: skip
+
+
+def _voice_ids(voices: Voices) -> Callable[[str], set[str]]:
+    """A voice name's ids as entries' metadata has them (lib.readings.stale)."""
+
+    def ids(name: str) -> set[str]:
+        if voices.is_preset(name):
+            return {f"preset:{name}"}
+        saved = voices.saved(name)
+        return {saved.prompt.fingerprint} if saved is not None else set()
+
+    return ids

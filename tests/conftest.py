@@ -25,7 +25,11 @@ def tone_service(tmp_path: Path, *, admin_token: Any = None, **overrides: Any) -
     from lib.engines.tone import ToneEngine
     from lib.service import TTSService
 
-    values = {"engine": "tone", "cache.dir": str(tmp_path / "cache"), "voices.prewarm": False, **overrides}
+    values = {
+        "engine": "tone", "cache.dir": str(tmp_path / "cache"), "voices.prewarm": False,
+        "readings.lexicon": str(tmp_path / "lexicon.json"),  # never the working directory's
+        **overrides,
+    }  # fmt: skip
     return TTSService(load_config(env={}, overrides=values), ToneEngine(), admin_token=admin_token)
 
 

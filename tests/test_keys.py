@@ -1,8 +1,13 @@
-"""Key rules are pinned: a change here changes every key in every deployed cache."""
+"""Key rules are pinned: a change here changes every key in every deployed cache.
+
+Schema 2 (issue 27) added the reading part (the text front end's version and the digest
+of the lexicon entries found in the text): every pinned key below changed with it, on
+purpose."""
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -18,11 +23,12 @@ BASE = KeyFields(
     seed=0,
     speed=1.0,
     mode="preset",
+    reading="text1-0123456789ab:-",
 )
 
 
 def test_pinned_keys() -> None:
-    assert cache_key(BASE) == "69d7cc298ccdbbfd9814b7eaeb39f188"
+    assert cache_key(BASE) == "4b549162bff3be35e3bce349c73a9bd0"
 
 
 def test_pinned_key_of_a_cloned_english_request() -> None:
@@ -37,13 +43,14 @@ def test_pinned_key_of_a_cloned_english_request() -> None:
         seed=42,
         speed=1.25,
         mode="zero_shot",
+        reading="text1-0123456789ab:-",
     )
-    assert cache_key(fields) == "5ced6f4fa4919a9709249783ad083bd1"
+    assert cache_key(fields) == "8172263da322127f06d8499b3c63f25f"
 
 
 def test_canonical_form_is_stable_json() -> None:
     assert BASE.canonical() == (
-        '[1,"builtin","builtin-1","preset:zh-female","","欢迎光临","",0,"1.000","preset"]'.encode()
+        '[2,"builtin","builtin-1","preset:zh-female","","欢迎光临","",0,"1.000","preset","text1-0123456789ab:-",""]'.encode()
     )
 
 
@@ -59,6 +66,8 @@ def test_canonical_form_is_stable_json() -> None:
         ("seed", 1),
         ("speed", 1.1),
         ("mode", "instruct"),
+        ("reading", "text1-0123456789ab:5d41402abc4b2a76"),
+        ("finish", '{"lufs":-16.0}'),
     ],
 )
 def test_every_field_changes_the_key(name: str, value: object) -> None:
@@ -76,14 +85,33 @@ def test_key_shape_and_tag() -> None:
 
 
 def test_pinned_key_of_a_finished_result() -> None:
-    """A finished result (segments joined, loudness, tail) adds the assembly recipe as an
-    eleventh element; raw engine output keeps the ten-element form above, so entries
-    made before segments existed are reused as segments."""
+    """A finished result (segments joined, loudness, tail) has the assembly recipe as the
+    last element; raw engine output (a segment, a piece) has "" there."""
     from lib.compose.assemble import Finish
 
     recipe = Finish().recipe
     assert recipe == '{"lufs":-16.0,"max":80,"pause":[0.3,0.15],"tail":0.2,"v":[1,1],"xf":0.01}'
     finished = dataclasses.replace(BASE, finish=recipe)
-    assert finished.canonical().startswith(BASE.canonical()[:-1] + b",")
-    assert cache_key(finished) == "ae85a70074dd1f120ec4f43d0fab47db"
+    assert finished.canonical().startswith(BASE.canonical()[:-3] + b"\"{")
+    assert cache_key(finished) == "88ac54e63caa21f823fa6e511f412805"
     assert cache_key(dataclasses.replace(BASE, finish="")) == cache_key(BASE)
+
+
+def test_the_reading_part_is_what_the_front_end_says(tmp_path: Path) -> None:
+    """The service keys a text with :meth:`FrontEnd.key_part` of that text in the voice
+    the caller named: a lexicon entry whose term occurs in the text changes it."""
+    from conftest import tone_service
+
+    from lib.access import LOCAL
+    from lib.request import TTSRequest
+
+    svc = tone_service(tmp_path)
+    try:
+        r = svc.resolve(TTSRequest(text="下一站六安", voice="tone-low"))
+        assert r.fields.reading == svc.readings.front_end.key_part("下一站六安", "tone-low")
+        assert r.fields.reading.startswith(svc.readings.front_end.version + ":")
+        svc.readings.add("六安", "lu4 an1", caller=LOCAL)
+        again = svc.resolve(TTSRequest(text="下一站六安", voice="tone-low"))
+        assert again.fields.reading != r.fields.reading and again.key != r.key
+    finally:
+        svc.close()

@@ -21,7 +21,6 @@ import pytest
 
 from lib.access import LOCAL
 from lib.api import create_app
-from lib.compose.composer import Composer
 from lib.compose.segments import split
 from lib.config import load_config
 from lib.encoders import wav_data_offset
@@ -270,7 +269,8 @@ def test_kill_9_mid_stream_loses_no_segment_the_client_has_heard(tmp_path: Path,
     svc = TTSService(config)
     try:
         r = svc.resolve(request)
-        keys = [Composer._part(r, s.text).key for s in split(r.fields.text, config.segments.max_chars)]
+        # Each segment's raw request: its own text and reading part (lib.resolve.Resolver.part).
+        keys = [svc._resolver.part(r, s.text).key for s in split(r.fields.text, config.segments.max_chars)]
         starts = np.cumsum([0] + [c.size * 2 for c in svc.stream(request).chunks])[:-1]
     finally:
         svc.close()

@@ -23,6 +23,7 @@ from .errors import install_error_handlers
 from .fastpath import FastPathCounts, HitFastPath
 from .guards import BodyTimeout, MethodGuard
 from .http import UploadLimit
+from .readings import readings_router
 from .speech import speech_router
 from .v1 import v1_routers
 
@@ -39,6 +40,9 @@ Voice-cloning text to speech behind a result cache.
   `X-Cache: HIT | MISS | BYPASS | COMPOSED`, `X-Cache-Key` and `ETag`; with
   `stream=true`, chunked audio, each sentence as soon as it exists.
 * `GET /api/audio/{key}.{ext}` serves a stored result in any format, immutable.
+* `POST /api/reading` says how a text will be read (pinyin with tone numbers, letters,
+  words); `GET/POST /api/lexicon` and `DELETE /api/lexicon/{term}` (admin) edit the
+  operator's pronunciation lexicon (docs/readings.md).
 * `POST /v1/audio/speech` is OpenAI-compatible (every format, SSE, voice names; also
   `/v1/models`, `/v1/audio/voices`, `/v1/audio/voice_consents`): point an OpenAI client
   at this server (docs/openai.md).
@@ -59,7 +63,10 @@ def create_app(service: TTSService, *, fast_path: bool = True) -> FastAPI:
         redoc_url=None,
     )
     install_error_handlers(app)
-    routers = [speech_router(service), *v1_routers(service), convert_router(service), admin_router(service)]
+    routers = [
+        speech_router(service), *v1_routers(service), convert_router(service), admin_router(service),
+        readings_router(service),
+    ]  # fmt: skip
     for router in routers:
         app.include_router(router)
     all_routes = lambda: [route for router in routers for route in router.routes]  # noqa: E731

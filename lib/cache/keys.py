@@ -5,13 +5,17 @@ The key rules are pinned by exact expected values in tests/test_keys.py: changin
 anything here changes every key in every deployed cache, so it must be deliberate
 (bump :data:`KEY_SCHEMA_VERSION`).
 
-Two kinds of entry share the schema. Raw engine output (a short text before segments
-existed, a sentence segment, a template piece) has ``finish == ""`` and exactly the key
-it had in schema 1, so entries made before segments existed are reused as segments. A
-*finished* result (assembled from segments, with a loudness target and a tail) adds the
-assembly recipe (:attr:`lib.compose.assemble.Finish.recipe`) as an eleventh element: a new
-namespace of keys that cannot collide with the ten-element ones, so the version number
-did not need to move.
+Schema 2 (issue 27) added ``reading``: what the text front end adds to the text (its
+version and the digest of the lexicon entries whose terms occur in the text, see
+:meth:`lib.text.frontend.FrontEnd.key_part`), so a lexicon change re-keys exactly the
+texts it affects. Every key of schema 1 changed with it: a deployed cache is filled
+again by the preload (``preload_cache.py``) after the upgrade.
+
+Two kinds of entry share the schema. Raw engine output (a short text, a sentence
+segment, a template piece) has ``finish == ""``; a *finished* result (assembled from
+segments, with a loudness target and a tail) has the assembly recipe
+(:attr:`lib.compose.assemble.Finish.recipe`), so the two never share a key, and the raw
+entry of a short text is found by its segment key.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 
 __all__ = ["KEY_RE", "KEY_SCHEMA_VERSION", "KeyFields", "cache_key", "model_tag", "voice_id"]
 
-KEY_SCHEMA_VERSION = 1
+KEY_SCHEMA_VERSION = 2
 
 #: A valid key: 32 lower-case hex digits. Checked before a key touches any store.
 KEY_RE = re.compile(r"^[0-9a-f]{32}$")
@@ -47,6 +51,10 @@ class KeyFields:
     mode: str
     finish: str = ""
     """The assembly recipe of a finished result; "" for raw engine output."""
+    reading: str = ""
+    """What the text front end adds to ``text`` (``<front end version>:<lexicon
+    digest>``, :meth:`lib.text.frontend.FrontEnd.key_part`); "" when there is no text
+    to read (a conversion)."""
 
     def canonical(self) -> bytes:
         """The exact bytes that are hashed. Speed is fixed to 3 decimals so that 1,
@@ -62,9 +70,9 @@ class KeyFields:
             int(self.seed),
             f"{self.speed:.3f}",
             self.mode,
+            self.reading,
+            self.finish,
         ]
-        if self.finish:
-            doc.append(self.finish)
         return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
     @property

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,8 @@ __all__ = ["AudioStore", "directory_bytes"]
 _LOGGER = logging.getLogger(__name__)
 _LIMITED = LogLimiter(_LOGGER, every=60.0)
 
-_HEADER_PEEK = 64 * 1024  # header bytes read when scanning entries by voice
+_HEADER_PEEK = 64 * 1024  # header bytes read at most when scanning entries by voice or text
+_FIRST_PEEK = 4096  # read first: most headers are shorter
 
 
 class AudioStore:
@@ -352,30 +353,50 @@ class AudioStore:
                 self._keeper.flush(cache)
         self._disk.close()
 
+    def count_where(self, match: Callable[[dict[str, Any]], bool]) -> int | None:
+        """How many entries' headers (their metadata, never the audio) ``match``; None
+        when the store cannot be read. An admin action: O(entries), about 20 µs each."""
+        with self._using("count") as cache:
+            if cache is None:
+                return None
+            return sum(1 for _key, head in _headers(cache) if match(head))
+        return None
+
     def _evict_where(self, match: Callable[[dict[str, Any]], bool]) -> int:
         removed = 0
         with self._using("evict", write=True) as cache:
             if cache is None:
                 return 0
-            for key in list(cache.iterkeys()):
-                handle = cache.get(key, read=True)
-                if handle is None:
-                    continue
-                if isinstance(handle, bytes):  # small values live in SQLite, not in files
-                    head_bytes = handle[:_HEADER_PEEK]
-                else:
-                    try:
-                        head_bytes = handle.read(_HEADER_PEEK)
-                    finally:
-                        handle.close()
-                try:
-                    head = read_header(head_bytes)
-                except CorruptEntryError:
-                    continue
+            for key, head in _headers(cache):
                 if match(head) and cache.delete(key):
                     self._removed(key)
                     removed += 1
         return removed
+
+
+def _headers(cache: diskcache.Cache) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """Every entry's key and header, read from the first bytes of its value only; an
+    entry gone meanwhile or not readable is skipped."""
+    for key in list(cache.iterkeys()):
+        handle = cache.get(key, read=True)
+        if handle is None:
+            continue
+        if isinstance(handle, bytes):  # small values live in SQLite, not in files
+            head_bytes = handle[:_HEADER_PEEK]
+        else:
+            try:
+                head_bytes = handle.read(_FIRST_PEEK)
+                if len(head_bytes) >= 8:  # a header longer than the first read (a long text): the rest of it
+                    size = int.from_bytes(head_bytes[4:8], "little")
+                    if 8 + size > len(head_bytes):
+                        head_bytes += handle.read(min(8 + size, _HEADER_PEEK) - len(head_bytes))
+            finally:
+                handle.close()
+        try:
+            head = read_header(head_bytes)
+        except CorruptEntryError:
+            continue
+        yield key, head
 
 
 def directory_bytes(path: str | os.PathLike[str]) -> int:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,8 +86,11 @@ class Composer:
     """Results from segments and pieces, through the cache tiers."""
 
     def __init__(
-        self, production: Production, producer: Producer, config: AppConfig, metrics: Metrics, stats: Stats
-    ) -> None:
+        self, production: Production, producer: Producer, config: AppConfig, metrics: Metrics, stats: Stats,
+        part: Callable[[Resolved, str], Resolved],
+    ) -> None:  # fmt: skip
+        """``part``: the raw request for one segment or piece of a request (its own text,
+        and so its own reading part of the key: :meth:`lib.resolve.Resolver.part`)."""
         self.production = production
         """Makes each missing key once and stores it (flight, lease, re-check, write, release)."""
         self.tiers = production.tiers
@@ -95,6 +99,7 @@ class Composer:
         self.finish = Finish.from_config(config)
         self.metrics = metrics
         self.stats = stats
+        self._part = part
 
     # -- answers --------------------------------------------------------------------------
 
@@ -233,12 +238,6 @@ class Composer:
             made.synthesised += 1
         self.metrics.segments.labels(name).inc()
         self.stats.add(f"segments_{name}")
-
-    @staticmethod
-    def _part(r: Resolved, text: str) -> Resolved:
-        """The raw request for one segment or piece of ``r``: only the text differs."""
-        fields = dataclasses.replace(r.fields, text=text, finish="")
-        return dataclasses.replace(r, fields=fields, key=fields.key)
 
 
 def _marked(entry: CachedAudio, role: str, template: str = "", lufs: list[float] | None = None) -> CachedAudio:

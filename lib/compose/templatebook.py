@@ -146,7 +146,7 @@ class TemplateBook:
         if not self._compiled:
             return None
         text = r.fields.text
-        settings = dataclasses.replace(r.fields, text="", finish="")
+        settings = dataclasses.replace(r.fields, text="", finish="", reading="")
         with self._lock:
             candidates = list(self._compiled.values())
         for c in candidates:
@@ -187,7 +187,7 @@ class TemplateBook:
                                 c.template.entry, exc)  # fmt: skip
                 c.broken = True
                 return None
-            c.base = dataclasses.replace(resolved.fields, text="", finish="")
+            c.base = dataclasses.replace(resolved.fields, text="", finish="", reading="")
         return c.base
 
     def _pieces(self, c: _Compiled, m: PatternMatch) -> list[tuple[str, float]]:

@@ -7,6 +7,8 @@ Key layout, all under a namespace prefix (``tts:`` by default)::
     tts:v:<voice name>     saved voice (sealed JSON header + FLAC)
     tts:voices             set of saved voice names
     tts:voices:deleted     hash: voice name -> unix time it was deleted (tombstones)
+    tts:lexicon            hash: JSON [term, voice] -> reading (the operator's lexicon)
+    tts:lexicon:rev        the lexicon's revision, bumped by every edit (replicas poll it)
     tts:evictions          stream of evictions and clears, for every replica's local tiers
     tts:lock:<cache key>   single-flight lease (random token, PX = cache.lock_lease)
     tts:stats:<replica>    hash of one replica's counters, expires unless refreshed
@@ -16,8 +18,9 @@ Every call goes through a :class:`Breaker`, so Redis being down, slow or flushed
 ever turns into "not found here" (and a counted fault); the service then uses its
 local tiers and local single-flight.
 
-The voice keys are handled by :class:`lib.shared.voices.VoiceKeys`, evictions across
-replicas by :mod:`lib.shared.evictions`.
+The voice keys are handled by :class:`lib.shared.voices.VoiceKeys`, the lexicon by
+:class:`lib.shared.lexicon.LexiconKeys`, evictions across replicas by
+:mod:`lib.shared.evictions`.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from lib.shared.codec import as_bytes as _raw
 from lib.shared.codec import as_text as _text
 from lib.shared.evictions import Apply, EvictionFeed, evict_tag
 from lib.shared.leases import RedisLeases, SharedLeases
+from lib.shared.lexicon import LexiconKeys
 from lib.shared.voices import VoiceKeys
 
 __all__ = ["SharedTier"]
@@ -64,8 +68,9 @@ def redact(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
-class SharedTier(VoiceKeys):
-    """Results, voices (:class:`VoiceKeys`), leases and per-replica statistics in Redis.
+class SharedTier(VoiceKeys, LexiconKeys):
+    """Results, voices (:class:`VoiceKeys`), the lexicon (:class:`LexiconKeys`), leases and
+    per-replica statistics in Redis.
 
     ``on_error`` is called once per fault (the service passes the
     ``tts_shared_errors_total`` counter); ``counters`` returns this replica's request

@@ -30,9 +30,14 @@ from lib.text.syllables import is_han, unit_kind
 from lib.text.tokens import Reading, Token
 from lib.textnorm import normalise_text
 
-__all__ = ["FrontEnd", "detect_language"]
+__all__ = ["FrontEnd", "detect_language", "mandarin_reader"]
 
 _LOGGER = logging.getLogger(__name__)
+
+
+def mandarin_reader(cache_dir: str | Path | None = None) -> MandarinReader:
+    """A Mandarin reader that keeps the shipped lexicon's terms whole (not loaded yet)."""
+    return MandarinReader(cache_dir, {e.term: e.reading for e in shipped_entries()})
 
 
 def detect_language(text: str) -> str:
@@ -53,14 +58,17 @@ class FrontEnd:
         *,
         cache_dir: str | Path | None = None,
         memo_size: int = 4096,
+        reader: MandarinReader | None = None,
     ) -> None:
         """``lexicon``: the operator's (edited in place through its own methods; the
         front end follows its :attr:`~Lexicon.version`). ``cache_dir``: a private
-        directory for jieba's dictionary cache (the app passes its cache directory)."""
+        directory for jieba's dictionary cache (the app passes its cache directory).
+        ``reader``: a Mandarin reader to share (made with :func:`mandarin_reader`):
+        its model is read-only once loaded, so the services of one process load it once."""
         self.lexicon = lexicon if lexicon is not None else Lexicon()
         self.version = frontend_version()
         self._shipped = {e.term: e for e in shipped_entries()}
-        self._reader = MandarinReader(cache_dir, {t: e.reading for t, e in self._shipped.items()})
+        self._reader = reader if reader is not None else mandarin_reader(cache_dir)
         self._memo: OrderedDict[tuple[str, str | None, str, str], Reading] = OrderedDict()
         self._memo_size = memo_size
         self._lock = threading.Lock()

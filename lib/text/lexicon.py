@@ -191,6 +191,13 @@ class Lexicon:
             self._commit(table)
         return True
 
+    def replace(self, entries: Iterable[LexiconEntry]) -> None:
+        """Make the entries exactly ``entries`` (already validated: another replica's
+        lexicon, as the shared tier holds it)."""
+        table = {(e.term, e.voice): e for e in entries}
+        with self._lock:
+            self._commit(table)
+
     def _commit(self, table: dict[tuple[str, str | None], LexiconEntry]) -> None:
         self._entries = table
         self._version = _version(table.values())
