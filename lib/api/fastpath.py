@@ -8,7 +8,8 @@ introspection, more than the whole service lookup) and a hop to a worker thread
 - ``GET /api/audio/{key}.{ext}`` whose entry and bytes are in memory (no ``Range``);
 - ``POST /api/tts`` (no ``stream``, no JSON answer) whose answer is a hit from the memory
   tier (:meth:`TTSService.memory_hit`, no I/O): in a named voice, or in an uploaded prompt
-  recording decoded before (found by the hash of its bytes, not decoded again). The form
+  recording decoded before (found by its bytes, :meth:`PromptDecoder.remembered`, not
+  decoded again). The form
   is :class:`lib.api.forms.TTSForm`, the endpoint's own model.
 
 This is the one place a ``POST /api/tts`` is looked up in memory: everything else -- and
@@ -48,8 +49,8 @@ _LOGGER = logging.getLogger(__name__)
 #: An urlencoded form larger than this goes to the endpoint without being read here.
 MAX_FORM_BYTES = 64 * 1024
 #: A multipart form (it may carry a prompt recording) larger than this goes to the endpoint
-#: without being read here: the body is held in memory while it is tried, and a prompt is
-#: hashed on the event loop (SHA-256, about 1 ms for 2 MiB).
+#: without being read here: the body is held in memory while it is tried, and parsed on
+#: the event loop (python-multipart: a fraction of a millisecond a MiB).
 MAX_UPLOAD_FORM_BYTES = 2 * 1024 * 1024
 
 _AUDIO_PATH = re.compile(rf"^/api/audio/([0-9a-fA-F]{{32}})\.({AUDIO_EXTS})$")
