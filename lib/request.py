@@ -8,7 +8,7 @@ and their resolution (:class:`Resolved`), which all extend it. Every field is a 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Union
 
 from numpy.typing import NDArray
@@ -96,3 +96,6 @@ class Resolved(Delivery):
     """The voice as the caller named it (preset or saved voice), "" for an uploaded prompt."""
     source: PromptAudio | None = None
     """Convert mode: the recording to re-speak (canonical PCM)."""
+    request: TTSRequest | ConvertRequest | None = field(default=None, compare=False, repr=False)
+    """What was resolved, as the caller gave it (its typed text goes to the statistics);
+    the service answers a resolution as it answers its request, resolved once."""

@@ -153,6 +153,7 @@ class Resolver:
             preset=preset,
             voice_name=request.voice.strip() if request.voice else "",
             source=source,
+            request=request,
             **vars(delivery),
         )
 
