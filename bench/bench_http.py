@@ -243,7 +243,9 @@ def main() -> int:
         req = urllib.request.Request(f"{base}/api/tts", data=upload, headers={"Content-Type": ctype})
         with urllib.request.urlopen(req) as r:
             first_upload = r.headers["X-Cache"]
-        print(f"prompt {name}, {len(recording) / 1024:.0f} KiB, form {len(upload) / 1024:.0f} KiB; first {first_upload}")
+        print(
+            f"prompt {name}, {len(recording) / 1024:.0f} KiB, form {len(upload) / 1024:.0f} KiB; first {first_upload}"
+        )
         steps = [
             ("POST /api/tts (hit)", build_request("POST", "/api/tts", body, ctype)),
             ("GET /api/audio/{key}.wav", build_request("GET", f"/api/audio/{key}.wav")),

@@ -169,7 +169,8 @@ def test_a_click_resolves_its_form_once(
     cache off nothing is memoised: each resolution would decode the prompt again)."""
     resolved: list[object] = []
     decoded: list[object] = []
-    resolve, resolve_convert, decode = service.resolver.resolve, service.resolver.resolve_convert, service.decoder.decode
+    resolver, decode = service.resolver, service.decoder.decode
+    resolve, resolve_convert = resolver.resolve, resolver.resolve_convert
     monkeypatch.setattr(service.resolver, "resolve", lambda req: resolved.append(req) or resolve(req))
     monkeypatch.setattr(service.resolver, "resolve_convert", lambda req: resolved.append(req) or resolve_convert(req))
     monkeypatch.setattr(service.decoder, "decode", lambda src, **kw: decoded.append(src) or decode(src, **kw))
