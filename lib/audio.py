@@ -13,8 +13,6 @@ import logging
 import math
 import os
 import struct
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -28,6 +26,7 @@ from scipy.signal import resample_poly
 
 from lib.engines.base import PROMPT_SAMPLE_RATE
 from lib.errors import EngineError, NotAudioError, PayloadTooLargeError, PromptAudioError
+from lib.promptmemo import PromptMemo, upload_key
 
 __all__ = [
     "FORMATS",
@@ -101,24 +100,17 @@ class PromptLimits:
 class PromptDecoder:
     """Decodes prompt audio to :class:`PromptAudio` within :class:`PromptLimits`.
 
-    Accepted prompts are memoised (bounded in bytes), so a repeated upload (same bytes,
-    or the same unchanged file) is not decoded twice. A prompt is memoised only once
-    the caller's ``check`` accepted it and only when the caller may leave a trace
-    (``remember``): a refused prompt, or the prompt of a request that asked for no
-    trace, is not kept.
-
-    An upload is found again by its bytes themselves: keyed by its length and a digest of
-    a sample of them, and compared whole (a memory compare, about 60x cheaper than
-    hashing them all), so the HTTP hit path can find one on the event loop
-    (:meth:`remembered`). The memo keeps those bytes beside the PCM, within the same
-    budget."""
+    Accepted prompts are memoised (:class:`lib.promptmemo.PromptMemo`, bounded in bytes),
+    so a repeated upload (same bytes, or the same unchanged file) is not decoded twice,
+    and an upload decoded before is found by its bytes alone (:meth:`remembered`). A
+    prompt is memoised only once the caller's ``check`` accepted it and only when the
+    caller may leave a trace (``remember``): a refused prompt, or the prompt of a request
+    that asked for no trace, is not kept."""
 
     def __init__(self, limits: PromptLimits | None = None, memory_bytes: int = 32 * 1024**2) -> None:
         self.limits = limits or PromptLimits()
         self.memory_bytes = memory_bytes
-        self._memo: OrderedDict[object, _Kept] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
+        self._memo: PromptMemo[PromptAudio] = PromptMemo(memory_bytes)
 
     def __len__(self) -> int:
         return len(self._memo)
@@ -126,7 +118,7 @@ class PromptDecoder:
     @property
     def nbytes(self) -> int:
         """Bytes held by the memo, PCM and uploads (at most ``memory_bytes``)."""
-        return self._bytes
+        return self._memo.nbytes
 
     def decode(
         self,
@@ -143,7 +135,7 @@ class PromptDecoder:
         if isinstance(source, (bytes, bytearray, memoryview)):
             raw = bytes(source)
             _check_size(len(raw), limits)
-            memo_key = _upload_key(raw)
+            memo_key = upload_key(raw)
         elif isinstance(source, tuple):
             rate, samples = source
             arr = np.ascontiguousarray(samples)
@@ -161,7 +153,7 @@ class PromptDecoder:
                 raise NotAudioError(f"prompt audio file {path.name} cannot be read: {exc.strerror}") from exc
             _check_size(st.st_size, limits)
             memo_key = ("path", str(path.resolve()), st.st_size, st.st_mtime_ns)
-        hit = self._lookup(memo_key, raw)
+        hit = self._memo.get(memo_key, raw)
         if hit is not None:
             return hit
         if isinstance(source, tuple):
@@ -173,7 +165,7 @@ class PromptDecoder:
         if check is not None:
             check(prompt)
         if remember:
-            self._remember(memo_key, _Kept(prompt, raw))
+            self._memo.put(memo_key, prompt, raw)
         return prompt
 
     def remembered(self, raw: bytes) -> PromptAudio | None:
@@ -181,64 +173,15 @@ class PromptDecoder:
         is decoded (cheap enough for an event loop: a sample digested, a memory compare)."""
         if len(raw) > self.limits.max_bytes:
             return None
-        return self._lookup(_upload_key(raw), raw)
+        return self._memo.get(upload_key(raw), raw)
 
     def discard(self, prompt: PromptAudio) -> int:
         """Forget ``prompt`` (refused later, e.g. by the engine); return how many
         memo entries held it."""
-        with self._lock:
-            doomed = [k for k, kept in self._memo.items() if kept.prompt.fingerprint == prompt.fingerprint]
-            for k in doomed:
-                self._bytes -= self._memo.pop(k).size
-        return len(doomed)
+        return self._memo.discard(prompt.fingerprint)
 
     def clear(self) -> None:
-        with self._lock:
-            self._memo.clear()
-            self._bytes = 0
-
-    def _lookup(self, memo_key: object, raw: bytes | None) -> PromptAudio | None:
-        with self._lock:
-            kept = self._memo.get(memo_key)
-            # An upload's key is a digest of a sample: the same key with other bytes is another recording.
-            if kept is None or kept.raw != raw:
-                return None
-            self._memo.move_to_end(memo_key)
-            return kept.prompt
-
-    def _remember(self, memo_key: object, kept: _Kept) -> None:
-        if kept.size > self.memory_bytes:
-            return
-        with self._lock:
-            old = self._memo.pop(memo_key, None)
-            if old is not None:
-                self._bytes -= old.size
-            self._memo[memo_key] = kept
-            self._bytes += kept.size
-            while self._bytes > self.memory_bytes:
-                _, dropped = self._memo.popitem(last=False)
-                self._bytes -= dropped.size
-
-
-class _Kept:
-    """A memoised prompt, and for an upload its bytes (what a lookup compares)."""
-
-    __slots__ = ("prompt", "raw", "size")
-
-    def __init__(self, prompt: PromptAudio, raw: bytes | None) -> None:
-        self.prompt = prompt
-        self.raw = raw
-        self.size = prompt.pcm.nbytes + (len(raw) if raw is not None else 0)
-
-
-#: What an upload's memo key digests: its first and last bytes (the header, the end of the
-#: samples) and every n-th byte between; the bytes are then compared whole.
-_EDGE_BYTES, _STRIDE = 4096, 997
-
-
-def _upload_key(raw: bytes) -> tuple[str, int, bytes]:
-    sample = b"".join((raw[:_EDGE_BYTES], raw[-_EDGE_BYTES:], raw[_EDGE_BYTES:-_EDGE_BYTES:_STRIDE]))
-    return ("bytes", len(raw), hashlib.blake2b(sample, digest_size=16).digest())
+        self._memo.clear()
 
 
 def _check_size(size: int, limits: PromptLimits) -> None:

@@ -155,8 +155,7 @@ class TTSService:
     # (lib.compose.composer). Texts of one segment with nothing to finish take the old path.
 
     def synthesise(self, request: TTSRequest | Resolved) -> SynthesisResult:
-        """Answer one request (or its resolution, :meth:`resolve`) from the cache or the
-        engine. Raises :class:`TTSError`."""
+        """Answer one request (or its :meth:`resolve`) from the cache or the engine. Raises :class:`TTSError`."""
         return self._serve(request, self.resolver.resolve)
 
     def convert(self, request: ConvertRequest | Resolved) -> SynthesisResult:
