@@ -1,12 +1,14 @@
 """HTTP hit latency and throughput of ``POST /api/tts`` and ``GET /api/audio/{key}.wav``.
 
 Starts the API server (``python -m lib.api``) in its own process on a free loopback
-port, makes one 5 s clip (a MISS), then drives cache hits from a load generator in a
-second process (asyncio, raw HTTP/1.1 keep-alive connections, so the client costs
-little) at 1, 8 and 64 concurrent clients, and prints p50/p99 latency and requests/s.
+port, makes one 5 s clip in a preset voice and one in an uploaded prompt recording
+(``--prompt``; default the shared 13.75 s male prompt, 592 KiB: its first request is a
+MISS and decodes it), then drives cache hits from a load generator in a second process
+(asyncio, raw HTTP/1.1 keep-alive connections, so the client costs little) at 1, 8 and 64
+concurrent clients, and prints p50/p99 latency and requests/s.
 
     python bench/bench_http.py [--seconds 5] [--engine tone|builtin] [--clients 1,8,64]
-    python bench/bench_http.py --compare-bare [--rounds 3]
+    python bench/bench_http.py --compare-bare [--rounds 3] [--prompt FILE]
 
 Targets on the 2-core reference machine: hit p50 <= 5 ms at 1 client; >= 1,000
 requests/s for /api/audio at 64 clients with no errors.
@@ -17,7 +19,8 @@ the same multipart upload and answers the same bytes; on the same uvicorn settin
 the API, ``lib.api.serving``) and measures both servers in
 alternation, ``--rounds`` times, printing medians and the ratios the architecture issue
 sets: ``/api/audio`` throughput at 64 connections >= 85 % of the bare endpoint's, and
-``/api/tts`` hit p50 at one connection <= 1.3x the bare POST's. *app/bare* is the ratio
+``/api/tts`` hit p50 at one connection <= 1.3x the bare POST's, in a named voice and with
+a prompt recording in the form (the bare POST parses the same multipart). *app/bare* is the ratio
 of the medians; *paired* the median of each round's ratio (the two servers of a round
 run seconds apart, so it is the steadier one on a busy machine: prefer many short rounds,
 e.g. ``--rounds 11 --seconds 2``).
