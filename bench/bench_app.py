@@ -5,11 +5,12 @@ loopback; on a busy 2-core machine its 1-connection latencies jump between two l
 (scheduling, not the app), which blurs a 10 % difference. This calls the two ASGI apps
 directly (the API of ``lib.api.create_app`` over a tone-engine service, and
 ``bench/bare_server.py``'s) with the same requests -- a ``POST /api/tts`` hit and a
-``GET /api/audio/{key}.wav`` -- in alternating rounds, and prints the median
+``GET /api/audio/{key}.wav`` and a ``POST /api/tts`` hit carrying a prompt recording
+(``--prompt``) -- in alternating rounds, and prints the median
 microseconds per request and their ratio. ``--no-fast-path`` measures the API with every
 request left to the endpoints (``create_app(fast_path=False)``).
 
-    python bench/bench_app.py [--rounds 5] [--requests 2000] [--no-fast-path]
+    python bench/bench_app.py [--rounds 5] [--requests 2000] [--no-fast-path] [--prompt FILE]
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bare_server import create as create_bare  # noqa: E402
-from bench_http import BOUNDARY, multipart  # noqa: E402
+from bench_http import BOUNDARY, multipart, prompt_bytes  # noqa: E402
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -76,6 +77,7 @@ async def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=2000, help="requests per round and endpoint")
     parser.add_argument("--no-fast-path", action="store_true", help="leave every request to the endpoints")
+    parser.add_argument("--prompt", help="the recording of the uploaded-prompt step (default: the shared male prompt)")
     args = parser.parse_args()
     os.environ.setdefault("TTS_VOICES_PREWARM", "false")
     from lib.access import LOCAL
@@ -98,9 +100,16 @@ async def main() -> int:
         first = await call(app, "POST", "/api/tts", post, form)  # the MISS that makes the entry
         key = dict(first[0]["headers"])[b"x-cache-key"].decode()
         bare = create_bare(first[1]["body"])
+        name, recording = prompt_bytes(args.prompt)
+        upload = multipart({"text": text}, {"prompt_audio": (name, recording)})
+        with_prompt = [*post[:2], (b"content-length", str(len(upload)).encode())]
+        made = await call(app, "POST", "/api/tts", with_prompt, upload)  # its MISS
+        if made[0]["status"] != 200:
+            raise RuntimeError(f"the uploaded prompt was refused: {made[1]['body'][:200]!r}")
         steps = [
             ("POST /api/tts (hit)", "POST", "/api/tts", post, form),
             ("GET /api/audio/{key}.wav", "GET", f"/api/audio/{key}.wav", [(b"host", b"bench")], b""),
+            ("POST /api/tts (hit, prompt)", "POST", "/api/tts", with_prompt, upload),
         ]
         print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; fast path {not args.no_fast_path}")
         print(f"{'endpoint':28} {'app us':>8} {'bare us':>8} {'app/bare':>9}")

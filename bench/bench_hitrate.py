@@ -330,7 +330,7 @@ def run_policy(policy: str, trace: Trace, cap: int, cost_scale: float) -> dict[s
         try:
             for i, k in enumerate(trace.requests):
                 if trace.scan is not None and i == trace.scan_at:
-                    items = [PhraseRequest(f"scan[{j}]", phrase_text(j), "tone-low", None, "", "", 0, 1.0)
+                    items = [PhraseRequest(f"scan[{j}]", phrase_text(j), voice="tone-low")
                              for j in trace.scan]  # fmt: skip
                     preload(svc, items, caller=LOCAL)
                     svc.cache.flush()

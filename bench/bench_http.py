@@ -1,12 +1,14 @@
 """HTTP hit latency and throughput of ``POST /api/tts`` and ``GET /api/audio/{key}.wav``.
 
 Starts the API server (``python -m lib.api``) in its own process on a free loopback
-port, makes one 5 s clip (a MISS), then drives cache hits from a load generator in a
-second process (asyncio, raw HTTP/1.1 keep-alive connections, so the client costs
-little) at 1, 8 and 64 concurrent clients, and prints p50/p99 latency and requests/s.
+port, makes one 5 s clip in a preset voice and one in an uploaded prompt recording
+(``--prompt``; default the shared 13.75 s male prompt, 592 KiB: its first request is a
+MISS and decodes it), then drives cache hits from a load generator in a second process
+(asyncio, raw HTTP/1.1 keep-alive connections, so the client costs little) at 1, 8 and 64
+concurrent clients, and prints p50/p99 latency and requests/s.
 
     python bench/bench_http.py [--seconds 5] [--engine tone|builtin] [--clients 1,8,64]
-    python bench/bench_http.py --compare-bare [--rounds 3]
+    python bench/bench_http.py --compare-bare [--rounds 3] [--prompt FILE]
 
 Targets on the 2-core reference machine: hit p50 <= 5 ms at 1 client; >= 1,000
 requests/s for /api/audio at 64 clients with no errors.
@@ -17,7 +19,8 @@ the same multipart upload and answers the same bytes; on the same uvicorn settin
 the API, ``lib.api.serving``) and measures both servers in
 alternation, ``--rounds`` times, printing medians and the ratios the architecture issue
 sets: ``/api/audio`` throughput at 64 connections >= 85 % of the bare endpoint's, and
-``/api/tts`` hit p50 at one connection <= 1.3x the bare POST's. *app/bare* is the ratio
+``/api/tts`` hit p50 at one connection <= 1.3x the bare POST's, in a named voice and with
+a prompt recording in the form (the bare POST parses the same multipart). *app/bare* is the ratio
 of the medians; *paired* the median of each round's ratio (the two servers of a round
 run seconds apart, so it is the steadier one on a busy machine: prefer many short rounds,
 e.g. ``--rounds 11 --seconds 2``).
@@ -49,9 +52,41 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def multipart(fields: dict[str, str]) -> bytes:
+def multipart(fields: dict[str, str], files: dict[str, tuple[str, bytes]] | None = None) -> bytes:
+    """A multipart form: text ``fields``, and ``files`` as ``name: (filename, bytes)``."""
     parts = [f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n' for k, v in fields.items()]
-    return ("".join(parts) + f"--{BOUNDARY}--\r\n").encode()
+    body = "".join(parts).encode()
+    for name, (filename, data) in (files or {}).items():
+        head = (
+            f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="{name}"; filename="{filename}"\r\n'
+            "Content-Type: audio/wav\r\n\r\n"
+        )
+        body += head.encode() + data + b"\r\n"
+    return body + f"--{BOUNDARY}--\r\n".encode()
+
+
+#: Real recordings (``$TTS_TESTDATA_DIR``, else ``../shared/testdata/voices``); the prompt of
+#: the uploaded-prompt step (``--prompt``) is one of them when they are there.
+TESTDATA = Path(os.environ.get("TTS_TESTDATA_DIR") or ROOT.parent / "shared" / "testdata" / "voices")
+
+
+def prompt_bytes(path: str | None) -> tuple[str, bytes]:
+    """The prompt recording the uploaded-prompt step sends: ``path``, else the shared
+    13.75 s male prompt (606 KB, 22.05 kHz 16-bit WAV), else a tone of the same size."""
+    chosen = Path(path) if path else TESTDATA / "male_prompt.wav"
+    if chosen.is_file():
+        return chosen.name, chosen.read_bytes()
+    if path:
+        raise SystemExit(f"--prompt: {path} is not a file")
+    import io
+
+    import numpy as np
+    import soundfile as sf
+
+    t = np.arange(int(13.75 * 22_050)) / 22_050
+    buf = io.BytesIO()
+    sf.write(buf, 0.3 * np.sin(2 * np.pi * 143 * t) * (1 + 0.5 * np.sin(2 * np.pi * 3 * t)), 22_050, format="WAV")
+    return "tone.wav", buf.getvalue()
 
 
 def build_request(method: str, path: str, body: bytes = b"", content_type: str = "") -> bytes:
@@ -139,6 +174,7 @@ def compare_bare(port: int, steps: list[tuple[str, bytes]], clip: bytes, args: a
     bare, bare_port = start_bare(clip)
     try:
         cases = [(steps[0], 1, "p50_ms"), (steps[1], 64, "rps"), (steps[0], 64, "rps"), (steps[1], 1, "p50_ms")]
+        cases.append((steps[2], 1, "p50_ms"))
         print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print(f"{'endpoint':28} {'clients':>7} {'measure':>8} {'app':>9} {'bare':>9} {'app/bare':>9} {'paired':>7}")
         for (name, raw), clients, measure in cases:
@@ -170,6 +206,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON line per step as well")
     parser.add_argument("--compare-bare", action="store_true", help="measure beside a bare FastAPI endpoint")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds with --compare-bare")
+    parser.add_argument("--prompt", help="the recording of the uploaded-prompt step (default: the shared male prompt)")
     args = parser.parse_args()
     port = free_port()
     cache = tempfile.mkdtemp(prefix="bench-http-")
@@ -203,9 +240,19 @@ def main() -> int:
             key, first, clip = r.headers["X-Cache-Key"], r.headers["X-Cache"], r.read()
         seconds = (len(clip) - 44) / 2 / 22050
         print(f"engine {health['engine']}; clip {seconds:.2f} s, {len(clip) / 1024:.0f} KiB WAV; first request {first}")
+        # A hit whose request carries a prompt recording: its first request is the MISS.
+        name, recording = prompt_bytes(args.prompt)
+        upload = multipart({"text": text}, {"prompt_audio": (name, recording)})
+        req = urllib.request.Request(f"{base}/api/tts", data=upload, headers={"Content-Type": ctype})
+        with urllib.request.urlopen(req) as r:
+            first_upload = r.headers["X-Cache"]
+        print(
+            f"prompt {name}, {len(recording) / 1024:.0f} KiB, form {len(upload) / 1024:.0f} KiB; first {first_upload}"
+        )
         steps = [
             ("POST /api/tts (hit)", build_request("POST", "/api/tts", body, ctype)),
             ("GET /api/audio/{key}.wav", build_request("GET", f"/api/audio/{key}.wav")),
+            ("POST /api/tts (hit, prompt)", build_request("POST", "/api/tts", upload, ctype)),
         ]
         if args.compare_bare:
             return compare_bare(port, steps, clip, args)

@@ -227,8 +227,7 @@ def bench_objects_preload(url: str, runs: int, phrases: int, replicas: int) -> N
         for run in range(runs):
             with _replicas(objects_url, ("job", *names)) as (job, *cold):
                 phrase_list = [
-                    PhraseRequest(f"phrases[{i}]", _phrase(i, f"pre{run}"), "tone-low", None, "", "", 0, 1.0)
-                    for i in range(phrases)
+                    PhraseRequest(f"phrases[{i}]", _phrase(i, f"pre{run}"), voice="tone-low") for i in range(phrases)
                 ]
                 requests = [p.request() for p in phrase_list]
                 t0 = time.perf_counter()

@@ -13,8 +13,6 @@ import logging
 import math
 import os
 import struct
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -28,6 +26,7 @@ from scipy.signal import resample_poly
 
 from lib.engines.base import PROMPT_SAMPLE_RATE
 from lib.errors import EngineError, NotAudioError, PayloadTooLargeError, PromptAudioError
+from lib.promptmemo import PromptMemo, upload_key
 
 __all__ = [
     "FORMATS",
@@ -101,26 +100,25 @@ class PromptLimits:
 class PromptDecoder:
     """Decodes prompt audio to :class:`PromptAudio` within :class:`PromptLimits`.
 
-    Accepted prompts are memoised (bounded in bytes), so a repeated upload (same bytes,
-    or the same unchanged file) is not decoded twice. A prompt is memoised only once
-    the caller's ``check`` accepted it and only when the caller may leave a trace
-    (``remember``): a refused prompt, or the prompt of a request that asked for no
-    trace, is not kept."""
+    Accepted prompts are memoised (:class:`lib.promptmemo.PromptMemo`, bounded in bytes),
+    so a repeated upload (same bytes, or the same unchanged file) is not decoded twice,
+    and an upload decoded before is found by its bytes alone (:meth:`remembered`). A
+    prompt is memoised only once the caller's ``check`` accepted it and only when the
+    caller may leave a trace (``remember``): a refused prompt, or the prompt of a request
+    that asked for no trace, is not kept."""
 
     def __init__(self, limits: PromptLimits | None = None, memory_bytes: int = 32 * 1024**2) -> None:
         self.limits = limits or PromptLimits()
         self.memory_bytes = memory_bytes
-        self._memo: OrderedDict[object, PromptAudio] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
+        self._memo: PromptMemo[PromptAudio] = PromptMemo(memory_bytes)
 
     def __len__(self) -> int:
         return len(self._memo)
 
     @property
     def nbytes(self) -> int:
-        """Bytes of PCM held by the memo (at most ``memory_bytes``)."""
-        return self._bytes
+        """Bytes held by the memo, PCM and uploads (at most ``memory_bytes``)."""
+        return self._memo.nbytes
 
     def decode(
         self,
@@ -133,10 +131,11 @@ class PromptDecoder:
         refuse the result (by raising) before it is memoised."""
         limits = self.limits
         memo_key: object
+        raw: bytes | None = None
         if isinstance(source, (bytes, bytearray, memoryview)):
             raw = bytes(source)
             _check_size(len(raw), limits)
-            memo_key = ("bytes", hashlib.md5(raw).hexdigest())
+            memo_key = upload_key(raw)
         elif isinstance(source, tuple):
             rate, samples = source
             arr = np.ascontiguousarray(samples)
@@ -154,11 +153,9 @@ class PromptDecoder:
                 raise NotAudioError(f"prompt audio file {path.name} cannot be read: {exc.strerror}") from exc
             _check_size(st.st_size, limits)
             memo_key = ("path", str(path.resolve()), st.st_size, st.st_mtime_ns)
-        with self._lock:
-            hit = self._memo.get(memo_key)
-            if hit is not None:
-                self._memo.move_to_end(memo_key)
-                return hit
+        hit = self._memo.get(memo_key, raw)
+        if hit is not None:
+            return hit
         if isinstance(source, tuple):
             mono, rate = _mono(_as_float(source[1])), int(source[0])
         else:
@@ -168,36 +165,23 @@ class PromptDecoder:
         if check is not None:
             check(prompt)
         if remember:
-            self._remember(memo_key, prompt)
+            self._memo.put(memo_key, prompt, raw)
         return prompt
+
+    def remembered(self, raw: bytes) -> PromptAudio | None:
+        """The prompt decoded from these very bytes before, if it is memoised; nothing
+        is decoded (cheap enough for an event loop: a sample digested, a memory compare)."""
+        if len(raw) > self.limits.max_bytes:
+            return None
+        return self._memo.get(upload_key(raw), raw)
 
     def discard(self, prompt: PromptAudio) -> int:
         """Forget ``prompt`` (refused later, e.g. by the engine); return how many
         memo entries held it."""
-        with self._lock:
-            doomed = [k for k, p in self._memo.items() if p.fingerprint == prompt.fingerprint]
-            for k in doomed:
-                self._bytes -= self._memo.pop(k).pcm.nbytes
-        return len(doomed)
+        return self._memo.discard(prompt.fingerprint)
 
     def clear(self) -> None:
-        with self._lock:
-            self._memo.clear()
-            self._bytes = 0
-
-    def _remember(self, memo_key: object, prompt: PromptAudio) -> None:
-        size = prompt.pcm.nbytes
-        if size > self.memory_bytes:
-            return
-        with self._lock:
-            old = self._memo.pop(memo_key, None)
-            if old is not None:
-                self._bytes -= old.pcm.nbytes
-            self._memo[memo_key] = prompt
-            self._bytes += size
-            while self._bytes > self.memory_bytes:
-                _, dropped = self._memo.popitem(last=False)
-                self._bytes -= dropped.pcm.nbytes
+        self._memo.clear()
 
 
 def _check_size(size: int, limits: PromptLimits) -> None:

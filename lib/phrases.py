@@ -36,7 +36,7 @@ import itertools
 import json
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,9 @@ __all__ = [
     "PhraseFileError",
     "PhraseRequest",
     "PhraseRules",
+    "VoiceSpec",
+    "check_list_seed",
+    "check_list_speed",
     "expand",
     "load_phrases",
     "parse_phrases",
@@ -114,25 +117,39 @@ class PhraseRules:
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class VoiceSpec:
+    """How a list says to speak: one of its voices (a preset or saved voice by name, or
+    a recording and its transcript) and the settings. What a phrase and a template
+    share (:class:`PhraseRequest`, :class:`lib.compose.templates.Template`)."""
+
+    voice: str | None = None
+    """A preset or saved voice, by name."""
+    prompt_audio: str | None = None
+    """A recording, by its real path (confined by :class:`PhraseRules`)."""
+    prompt_text: str = ""
+    style: str = ""
+    seed: int = 0
+    speed: float = 1.0
+
+    def speaking(self, text: str, *, use_cache: bool = True, origin: str = "user") -> TTSRequest:
+        """The request for ``text`` in this voice and these settings."""
+        return TTSRequest(
+            text=text, voice=self.voice, prompt_audio=self.prompt_audio, prompt_text=self.prompt_text,
+            style=self.style, seed=self.seed, speed=self.speed, use_cache=use_cache, origin=origin,
+        )  # fmt: skip
+
+
 @dataclass(frozen=True)
-class PhraseRequest:
+class PhraseRequest(VoiceSpec):
     """One request after expansion, ready to become a :class:`TTSRequest`."""
 
     entry: str
     """Where it came from, e.g. ``phrases[3]`` (for messages)."""
     text: str
-    voice: str | None
-    prompt_audio: str | None
-    prompt_text: str
-    style: str
-    seed: int
-    speed: float
 
     def request(self, *, use_cache: bool = True) -> TTSRequest:
-        return TTSRequest(
-            text=self.text, voice=self.voice, prompt_audio=self.prompt_audio, prompt_text=self.prompt_text,
-            style=self.style, seed=self.seed, speed=self.speed, use_cache=use_cache, origin="preload",
-        )  # fmt: skip
+        return self.speaking(self.text, use_cache=use_cache, origin="preload")
 
 
 def load_phrases(path: str | Path, rules: PhraseRules | None = None) -> list[PhraseRequest]:
@@ -202,7 +219,7 @@ def _expansion(spec: Any) -> int:
 
 def parse_voices(
     data: Mapping[str, Any], *, base_dir: Path, source: str = "phrases", rules: PhraseRules | None = None
-) -> dict[str, _Voice]:
+) -> dict[str, VoiceSpec]:
     """The ``voices`` of a decoded phrase document, validated (phrases and templates
     name them; prompt paths confined by ``rules``)."""
     rules = rules or PhraseRules()
@@ -224,14 +241,26 @@ def expand(requests: Iterable[PhraseRequest]) -> list[PhraseRequest]:
     return unique
 
 
+def check_list_seed(value: Any, at: str, field: str) -> int:
+    """A seed given in a list (``at``: where; ``field``: the field as the message quotes
+    it). A float is refused even when whole: a list is written by hand."""
+    try:
+        if isinstance(value, float):
+            raise ValidationError("a float")
+        return check_seed(value, field)
+    except ValidationError:
+        raise PhraseFileError(f"{at}: field {field}: {value!r} is not a whole number 0..{MAX_SEED}") from None
+
+
+def check_list_speed(value: Any, at: str) -> float:
+    """A speed given in a list (``at``: where)."""
+    try:
+        return check_speed(value)
+    except ValidationError:
+        raise PhraseFileError(f'{at}: field "speed": {value!r} is not a number {MIN_SPEED}..{MAX_SPEED}') from None
+
+
 # --- validation internals ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Voice:
-    preset: str | None
-    prompt_audio: str | None
-    prompt_text: str
 
 
 def _unknown(obj: Mapping[str, Any], known: set[str], source: str, where: str) -> None:
@@ -240,7 +269,7 @@ def _unknown(obj: Mapping[str, Any], known: set[str], source: str, where: str) -
             raise PhraseFileError(f"{source}: {where}: field {key!r} is not known; use {', '.join(sorted(known))}")
 
 
-def _voice(name: Any, spec: Any, roots: list[Path], rule: str, source: str) -> _Voice:
+def _voice(name: Any, spec: Any, roots: list[Path], rule: str, source: str) -> VoiceSpec:
     where = f"voices[{name!r}]"
     if not isinstance(name, str) or not name.strip():
         raise PhraseFileError(f"{source}: {where}: a voice needs a non-empty name")
@@ -259,7 +288,7 @@ def _voice(name: Any, spec: Any, roots: list[Path], rule: str, source: str) -> _
             raise PhraseFileError(f'{source}: {where}: field "preset": must be a voice name such as zh-female')
         if text:
             raise PhraseFileError(f'{source}: {where}: field "prompt_text": only goes with prompt_audio')
-        return _Voice(preset.strip(), None, "")
+        return VoiceSpec(voice=preset.strip())
     if not isinstance(audio, str) or not audio.strip():
         raise PhraseFileError(f'{source}: {where}: field "prompt_audio": must be a path to an audio file')
     path = _inside(audio, roots)
@@ -267,7 +296,7 @@ def _voice(name: Any, spec: Any, roots: list[Path], rule: str, source: str) -> _
         # One message whether the file is missing, outside the allowed folders, or a
         # symlink out of them: a phrase list must not tell what exists on the server.
         raise PhraseFileError(f'{source}: {where}: field "prompt_audio": {cut_text(audio)!r} {rule}')
-    return _Voice(None, str(path), text)
+    return VoiceSpec(prompt_audio=str(path), prompt_text=text)
 
 
 def _inside(audio: str, roots: list[Path]) -> Path | None:
@@ -285,7 +314,7 @@ def _inside(audio: str, roots: list[Path]) -> Path | None:
     return None
 
 
-def _phrase(where: str, spec: Any, voices: Mapping[str, _Voice], source: str) -> list[PhraseRequest]:
+def _phrase(where: str, spec: Any, voices: Mapping[str, VoiceSpec], source: str) -> list[PhraseRequest]:
     if not isinstance(spec, dict):
         raise PhraseFileError(f'{source}: {where}: must be an object with "text" and "voice"')
     _unknown(spec, _PHRASE_KEYS, source, where)
@@ -300,32 +329,18 @@ def _phrase(where: str, spec: Any, voices: Mapping[str, _Voice], source: str) ->
     for single, many in (("seed", "seeds"), ("style", "styles")):
         if single in spec and many in spec:
             raise PhraseFileError(f"{source}: {label}: field {many!r}: give {single!r} or {many!r}, not both")
-    seeds = _list(spec, "seeds", source, label) if "seeds" in spec else [spec.get("seed", 0)]
-    for seed in seeds:
-        name = "seeds" if "seeds" in spec else "seed"
-        try:
-            if isinstance(seed, float):
-                raise ValidationError("a float")
-            check_seed(seed, name)
-        except ValidationError:
-            raise PhraseFileError(
-                f"{source}: {label}: field {name!r}: {seed!r} is not a whole number 0..{MAX_SEED}"
-            ) from None
+    seed_field = "seeds" if "seeds" in spec else "seed"
+    given = _list(spec, "seeds", source, label) if "seeds" in spec else [spec.get("seed", 0)]
+    seeds = [check_list_seed(seed, f"{source}: {label}", repr(seed_field)) for seed in given]
     styles = _list(spec, "styles", source, label) if "styles" in spec else [spec.get("style", "")]
     for style in styles:
         if not isinstance(style, str):
             name = "styles" if "styles" in spec else "style"
             raise PhraseFileError(f"{source}: {label}: field {name!r}: {style!r} is not text")
-    speed = spec.get("speed", 1.0)
-    try:
-        check_speed(speed)
-    except ValidationError:
-        raise PhraseFileError(
-            f'{source}: {label}: field "speed": {speed!r} is not a number {MIN_SPEED}..{MAX_SPEED}'
-        ) from None
+    speed = check_list_speed(spec.get("speed", 1.0), f"{source}: {label}")
     voice = voices[voice_name]
     return [
-        PhraseRequest(where, text, voice.preset, voice.prompt_audio, voice.prompt_text, style, int(seed), float(speed))
+        PhraseRequest(where, text, **vars(replace(voice, style=style, seed=seed, speed=speed)))
         for seed, style in itertools.product(seeds, styles)
     ]
 

@@ -22,8 +22,8 @@ from lib.textnorm import cut_text
 
 __all__ = ["AnyRequest", "Recorder"]
 
-#: What the service answers: a synthesis or a conversion.
-AnyRequest = TTSRequest | ConvertRequest
+#: What the service answers: a synthesis or a conversion, or its resolution (resolved once).
+AnyRequest = TTSRequest | ConvertRequest | Resolved
 
 _LOGGER = logging.getLogger("lib.service")  # the request log keeps its name
 
@@ -40,8 +40,9 @@ class Recorder:
         label = result.cache.lower()
         saved = float(result.audio.meta.get("engine_seconds", 0.0)) if result.cache == "HIT" else 0.0
         self.stats.record(
-            label, seconds, key=result.key, phrase=self.phrase(r, request), origin=r.origin, saved_ms=saved * 1e3
-        )
+            label, seconds, key=result.key, phrase=self.phrase(r, _asked(request, r)), origin=r.origin,
+            saved_ms=saved * 1e3,
+        )  # fmt: skip
         if saved:
             self.metrics.engine_seconds_saved.inc(saved)
         self.metrics.count_request(label, seconds)
@@ -60,7 +61,7 @@ class Recorder:
         self.stats.record("error", seconds, origin=_origin(request))
         self.metrics.count_request("error", seconds)
         key = r.key if r is not None else "-"
-        text = getattr(request, "text", "")
+        text = getattr(_asked(request, r), "text", "")
         text = text if isinstance(text, str) else ""
         # The client gets the whole message; the log gets what failed, not the
         # message, which may quote more of the caller's input (user text stays <= 32).
@@ -83,13 +84,20 @@ class Recorder:
         conversion (its "text" is the source recording's fingerprint). The text and
         style are the caller's, exactly as typed (the key's normalised text would
         rewrite their punctuation and spaces in an export)."""
-        if not (r.use_cache and r.store and self.config.cache.store_text) or r.source is not None:
+        if not (r.leaves_trace and self.config.cache.store_text) or r.source is not None:
             return None
         f = r.fields
         typed, typed_style = getattr(request, "text", None), getattr(request, "style", None)
         text = typed if isinstance(typed, str) else f.text
         style = typed_style if f.style and isinstance(typed_style, str) else f.style
         return Phrase(text, r.voice_name, f.voice, style, f.seed, f.speed, f.mode)
+
+
+def _asked(request: AnyRequest, r: Resolved | None) -> AnyRequest | None:
+    """The request as its caller gave it: a resolution carries it."""
+    if r is not None and r.request is not None:
+        return r.request
+    return request.request if isinstance(request, Resolved) else request
 
 
 def _origin(request: AnyRequest) -> str:

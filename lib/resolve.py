@@ -10,7 +10,6 @@ chosen mode does not use are blanked before keying, so they cannot split the cac
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Protocol
 
 from lib.audio import PromptAudio
@@ -20,9 +19,9 @@ from lib.compose.segments import split
 from lib.config import AppConfig
 from lib.engines.base import can_convert
 from lib.errors import NotFoundError, ValidationError
-from lib.request import CONVERT, ConvertRequest, PromptSource, Resolved, TTSRequest
+from lib.request import CONVERT, ConvertRequest, Delivery, PromptSource, Resolved, TTSRequest
 from lib.textnorm import cut_text
-from lib.validate import check_format, check_seed, check_speed, check_ttl, normalise_fields
+from lib.validate import check_delivery, check_request, check_seed, check_speed
 
 __all__ = ["EngineInfo", "ReadingKeys", "Resolver", "SavedPrompt", "VoiceBook"]
 
@@ -71,6 +70,11 @@ class VoiceBook(Protocol):
         later requests only when ``remember``."""
         ...
 
+    def remembered_prompt(self, source: bytes) -> PromptAudio | None:
+        """The uploaded prompt if these very bytes were decoded and accepted before (no
+        decoding), else None."""
+        ...
+
 
 class ReadingKeys(Protocol):
     """What the key needs of the text front end (:class:`lib.readings.Readings`)."""
@@ -96,19 +100,26 @@ class Resolver:
         self.readings = readings
         """The key's reading part (issue 27): scoped by the voice as the caller named it."""
         self.finish = Finish.from_config(config)
+        self._anywhere = _Anywhere(voices)
+        self._in_memory = _InMemory(voices)
         self._presets: dict[tuple[object, ...], Resolved] = {}
         """Resolutions of recent requests in preset voices (``resolve_in_memory``):
         those depend on the request, the engine and the configuration alone."""
 
     def resolve(self, request: TTSRequest) -> Resolved:
-        return self._resolve(request, self.voices.saved)
+        return self._resolve(request, self._anywhere)
 
     def resolve_in_memory(self, request: TTSRequest) -> Resolved | None:
         """:meth:`resolve` without any I/O, cheap enough for an event loop (the HTTP hit
-        path): None when the request needs more than memory -- a prompt to decode, or a
-        saved voice not in memory. Raises what :meth:`resolve` raises otherwise."""
+        path): None when the request needs more than memory -- a prompt to decode (a
+        path, an array, or bytes not decoded before), or a saved voice not in memory.
+        Raises what :meth:`resolve` raises otherwise."""
         if request.prompt_audio is not None:
-            return None
+            # Never kept below: hashing the request would hash the whole recording.
+            try:
+                return self._resolve(request, self._in_memory)
+            except _NotInMemory:
+                return None
         # The types too: True == 1 and 1 == 1.0, but a check may refuse one and not the other.
         # The lexicon's version too: an edit re-keys the texts it affects.
         memo = (request, type(request.seed), type(request.speed), type(request.ttl), self.readings.version)
@@ -119,7 +130,7 @@ class Resolver:
         if known is not None:
             return known
         try:
-            resolved = self._resolve(request, self._remembered)
+            resolved = self._resolve(request, self._in_memory)
         except _NotInMemory:
             return None
         if hashable and resolved.preset is not None:  # a saved voice may be replaced: not kept
@@ -128,34 +139,25 @@ class Resolver:
             self._presets[memo] = resolved
         return resolved
 
-    def _remembered(self, name: str) -> SavedPrompt:
-        found = self.voices.remembered(name)
-        if found is None:
-            raise _NotInMemory(name)
-        return found
-
-    def _resolve(self, request: TTSRequest, saved: Callable[[str], SavedPrompt | None]) -> Resolved:
-        text, prompt_text, style = normalise_fields(request, self.config)
-        prompt, preset, prompt_text = self._voice(request, prompt_text, saved)
-        mode = self._mode(request, prompt, preset, prompt_text, style)
-        if mode != "zero_shot":
-            prompt_text = ""
-        if mode not in self.engine.style_modes:
-            style = ""
+    def _resolve(self, request: TTSRequest, find: _Finder) -> Resolved:
+        c = check_request(request, self.config)
+        prompt, preset, prompt_text = self._voice(request, c.prompt_text, find, c.delivery.leaves_trace)
+        mode = self._mode(c.mode, request.voice, prompt, preset, prompt_text, c.style)
+        style = c.style if mode in self.engine.style_modes else ""
         fields = KeyFields(
             engine=self.engine.name,
             model_version=self.engine.model_version,
             voice=voice_id(prompt.fingerprint if prompt is not None else None, preset),
-            prompt_text=prompt_text,
-            text=text,
+            prompt_text=prompt_text if mode == "zero_shot" else "",
+            text=c.text,
             style=style,
-            seed=check_seed(request.seed),
-            speed=round(check_speed(request.speed), 3),
+            seed=c.seed,
+            speed=c.speed,
             mode=mode,
-            finish=self._recipe(text),
-            reading=self._reading(text, request.voice),
+            finish=self._recipe(c.text),
+            reading=self._reading(c.text, request.voice),
         )
-        return self._resolved(request, fields, prompt, preset)
+        return self._resolved(request, c.delivery, fields, prompt, preset)
 
     def _reading(self, text: str, voice: str | None) -> str:
         """The key's reading part: the voice scope is the voice as the caller named it
@@ -168,24 +170,21 @@ class Resolver:
         fields = dataclasses.replace(r.fields, text=text, finish="", reading=self._reading(text, r.voice_name))
         return dataclasses.replace(r, fields=fields, key=fields.key)
 
+    @staticmethod
     def _resolved(
-        self, request: TTSRequest | ConvertRequest, fields: KeyFields, prompt: PromptAudio | None, preset: str | None,
-        source: PromptAudio | None = None,
+        request: TTSRequest | ConvertRequest, delivery: Delivery, fields: KeyFields, prompt: PromptAudio | None,
+        preset: str | None, source: PromptAudio | None = None,
     ) -> Resolved:  # fmt: skip
-        """The request's delivery settings around its key fields (both modes alike)."""
-        ttl = check_ttl(request.ttl)
+        """The key fields and the checked delivery settings (both modes alike)."""
         return Resolved(
             fields=fields,
             key=fields.key,
             prompt=prompt,
             preset=preset,
             voice_name=request.voice.strip() if request.voice else "",
-            format=request.format,
-            use_cache=bool(request.use_cache),
-            store=bool(request.store),
-            ttl=ttl if ttl is not None else self.config.cache.ttl,
             source=source,
-            origin="preload" if request.origin == "preload" else "user",
+            request=request,
+            **vars(delivery),
         )
 
     def _recipe(self, text: str) -> str:
@@ -205,10 +204,10 @@ class Resolver:
             )
         if request.source_audio is None:
             raise ValidationError("source_audio: upload or record the recording to convert")
-        check_format(request.format)
-        remember = bool(request.use_cache and request.store)  # a no-trace request leaves none of its audio
+        delivery = check_delivery(request, self.config)
+        remember = delivery.leaves_trace  # a no-trace request leaves none of its audio
         source = self.voices.prompt(request.source_audio, field="source_audio", remember=remember)
-        prompt, preset, _ = self._voice(request, "", self.voices.saved)
+        prompt, preset, _ = self._voice(request, "", self._anywhere, remember)
         fields = KeyFields(
             engine=self.engine.name,
             model_version=self.engine.model_version,
@@ -220,10 +219,10 @@ class Resolver:
             speed=round(check_speed(request.speed), 3),
             mode=CONVERT,
         )
-        return self._resolved(request, fields, prompt, preset, source)
+        return self._resolved(request, delivery, fields, prompt, preset, source)
 
     def _voice(
-        self, request: TTSRequest | ConvertRequest, prompt_text: str, find: Callable[[str], SavedPrompt | None]
+        self, request: TTSRequest | ConvertRequest, prompt_text: str, find: _Finder, remember: bool
     ) -> tuple[PromptAudio | None, str | None, str]:
         if request.voice and request.prompt_audio is not None:
             raise ValidationError("give either prompt_audio or voice, not both")
@@ -233,23 +232,22 @@ class Resolver:
             # Saving a voice under a preset's name is refused, so the order changes nothing.
             if self.voices.is_preset(name):
                 return None, name, prompt_text
-            saved = find(name)
+            saved = find.saved(name)
             if saved is None:
                 known = ", ".join(cut_text(n) for n in self.voices.names()) or "none"
                 raise NotFoundError(f"voice: no saved or preset voice named {cut_text(name)!r}; available: {known}")
             return saved.prompt, None, prompt_text or saved.prompt_text
         if request.prompt_audio is not None:
             # A request that asked for no trace leaves none of its prompt behind.
-            remember = bool(request.use_cache and request.store)
-            return self.voices.prompt(request.prompt_audio, remember=remember), None, prompt_text
+            return find.prompt(request.prompt_audio, remember), None, prompt_text
         raise ValidationError("no voice: upload or record prompt audio, or give the name of a saved or preset voice")
 
     def _mode(
-        self, request: TTSRequest, prompt: PromptAudio | None, preset: str | None, prompt_text: str, style: str
-    ) -> str:
+        self, mode: str | None, voice: str | None, prompt: PromptAudio | None, preset: str | None, prompt_text: str,
+        style: str,
+    ) -> str:  # fmt: skip
         engine = self.engine
-        mode = request.mode
-        if mode == "preset" and prompt is not None and request.voice:
+        if mode == "preset" and prompt is not None and voice:
             mode = None  # a saved voice picked in preset mode behaves like its prompt
         if mode is None:
             mode = self._auto_mode(preset is not None, bool(prompt_text), bool(style))
@@ -283,4 +281,47 @@ _PRESET_MEMO = 1024
 
 
 class _NotInMemory(Exception):
-    """A saved voice that only a store read could find (``resolve_in_memory``)."""
+    """A voice that only a store read or a decode could find (``resolve_in_memory``)."""
+
+
+class _Finder(Protocol):
+    """Where :meth:`Resolver._voice` finds a saved voice and an uploaded prompt."""
+
+    def saved(self, name: str) -> SavedPrompt | None: ...
+
+    def prompt(self, source: PromptSource, remember: bool) -> PromptAudio: ...
+
+
+class _Anywhere:
+    """The voice book as it is: saved voices from memory, the store or Redis; uploaded
+    prompts decoded (once: the decoder remembers them)."""
+
+    def __init__(self, voices: VoiceBook) -> None:
+        self.voices = voices
+
+    def saved(self, name: str) -> SavedPrompt | None:
+        return self.voices.saved(name)
+
+    def prompt(self, source: PromptSource, remember: bool) -> PromptAudio:
+        return self.voices.prompt(source, remember=remember)
+
+
+class _InMemory:
+    """Memory alone: what is not there raises :class:`_NotInMemory` (never a "not found"
+    concluded from memory)."""
+
+    def __init__(self, voices: VoiceBook) -> None:
+        self.voices = voices
+
+    def saved(self, name: str) -> SavedPrompt:
+        found = self.voices.remembered(name)
+        if found is None:
+            raise _NotInMemory(name)
+        return found
+
+    def prompt(self, source: PromptSource, remember: bool) -> PromptAudio:
+        # Raw bytes only: a path needs a stat, an array a hash of its samples.
+        found = self.voices.remembered_prompt(source) if isinstance(source, bytes) else None
+        if found is None:
+            raise _NotInMemory("prompt audio")
+        return found

@@ -95,11 +95,11 @@ class TTSService:
     # Routing only: a hit, a template composed from pieces, or a miss made from segments
     # (lib.compose.composer). Texts of one segment with nothing to finish take the old path.
 
-    def synthesise(self, request: TTSRequest) -> SynthesisResult:
-        """Answer one request from the cache or the engine. Raises :class:`TTSError`."""
+    def synthesise(self, request: TTSRequest | Resolved) -> SynthesisResult:
+        """Answer one request (or its :meth:`resolve`) from the cache or the engine. Raises :class:`TTSError`."""
         return self._serve(request, self._resolver.resolve)
 
-    def convert(self, request: ConvertRequest) -> SynthesisResult:
+    def convert(self, request: ConvertRequest | Resolved) -> SynthesisResult:
         """Convert mode: the source recording's words in the target voice, through the
         same cache and single-flight as :meth:`synthesise`. Raises :class:`TTSError`."""
         return self._serve(request, self._resolver.resolve_convert)
@@ -135,7 +135,7 @@ class TTSService:
         self._recorder.record(request, r, result, started)
         return result
 
-    def stream(self, request: TTSRequest) -> StreamAnswer:
+    def stream(self, request: TTSRequest | Resolved) -> StreamAnswer:
         """Answer one request as audio chunks, each as soon as it exists. A hit or a
         composed answer comes whole at once; a miss is made by a thread of its own, so
         it is finished and stored even when nobody reads it to the end."""
@@ -160,6 +160,8 @@ class TTSService:
         )  # fmt: skip
 
     def _resolve(self, request: AnyRequest, resolve: Callable[[Any], Resolved], started: float) -> Resolved:
+        if isinstance(request, Resolved):  # resolved by the caller (the web UI's form check): not again
+            return request
         try:
             return resolve(request)
         except TTSError as exc:

@@ -1,11 +1,14 @@
 """Input validation, in one place. Every entry point (HTTP API, web UI, preload,
 ``synthesise_with_cache``) goes through these functions, so one rule gives one message
 everywhere. Each message names the field as the caller sees it and says how to fix it.
+The bounds here are the ones the HTTP forms declare (:mod:`lib.api.forms`), and each
+field of a request is checked once (:func:`check_request`, :func:`check_delivery`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -14,7 +17,7 @@ from lib.audio import FORMATS, PromptAudio
 from lib.config import MAX_TTL, AppConfig
 from lib.engines.base import MODES
 from lib.errors import PromptAudioError, ValidationError
-from lib.request import TTSRequest
+from lib.request import Delivery, TTSRequest
 from lib.textnorm import cut_text, normalise_text
 
 __all__ = [
@@ -22,9 +25,12 @@ __all__ = [
     "MAX_SPEED",
     "MAX_TTL",
     "MIN_SPEED",
+    "Checked",
+    "check_delivery",
     "check_format",
     "check_mode",
     "check_prompt",
+    "check_request",
     "check_seed",
     "check_speed",
     "check_text",
@@ -115,7 +121,7 @@ def check_unicode(value: str | None, field: str) -> None:
 
 
 def normalise_fields(request: TTSRequest, config: AppConfig) -> tuple[str, str, str]:
-    """Validate the scalar fields of a :class:`lib.request.TTSRequest`; return the
+    """Validate the text fields of a :class:`lib.request.TTSRequest`; return the
     normalised (text, prompt_text, style)."""
     text = check_text(request.text, "text", config)
     if not text:
@@ -129,12 +135,51 @@ def normalise_fields(request: TTSRequest, config: AppConfig) -> tuple[str, str, 
             f"style: is {len(style)} characters, over the limit of {config.text.max_style_chars}; "
             "shorten the instruction"
         )
-    check_seed(request.seed)
-    check_speed(request.speed)
-    check_format(request.format)
-    check_mode(request.mode)
-    check_ttl(request.ttl)
     return text, prompt_text, style
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The scalar fields of a :class:`lib.request.TTSRequest`, checked and normalised
+    (its voice and its mode's fit are the resolver's: :mod:`lib.resolve`)."""
+
+    text: str
+    prompt_text: str
+    style: str
+    seed: int
+    speed: float
+    """Rounded to 3 decimals, as keys hold it."""
+    mode: str | None
+    delivery: Delivery
+
+
+def check_request(request: TTSRequest, config: AppConfig) -> Checked:
+    """Every field of ``request`` but its voice, each checked once, in this order: text,
+    prompt_text, style, seed, speed, format, mode, ttl."""
+    text, prompt_text, style = normalise_fields(request, config)
+    seed = check_seed(request.seed)
+    speed = round(check_speed(request.speed), 3)
+    fmt = check_format(request.format)
+    mode = check_mode(request.mode)
+    delivery = _delivery(request, fmt, check_ttl(request.ttl), config)
+    return Checked(text, prompt_text, style, seed, speed, mode, delivery)
+
+
+def check_delivery(request: Delivery, config: AppConfig) -> Delivery:
+    """The delivery settings of a request (format, then ttl), checked; ``ttl`` is the
+    request's, else ``cache.ttl``."""
+    fmt = check_format(request.format)
+    return _delivery(request, fmt, check_ttl(request.ttl), config)
+
+
+def _delivery(request: Delivery, fmt: str, ttl: float | None, config: AppConfig) -> Delivery:
+    return Delivery(
+        format=fmt,
+        use_cache=bool(request.use_cache),
+        store=bool(request.store),
+        ttl=ttl if ttl is not None else config.cache.ttl,
+        origin="preload" if request.origin == "preload" else "user",
+    )
 
 
 def check_prompt(prompt: PromptAudio, config: AppConfig, field: str = "prompt audio") -> None:

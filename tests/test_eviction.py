@@ -246,7 +246,7 @@ def test_preload_pins_its_list_when_configured(tmp_path: Path) -> None:
     })  # fmt: skip
     svc = TTSService(config, ToneEngine())
     try:
-        items = [PhraseRequest(f"phrases[{i}]", f"hello {i}", "tone-low", None, "", "", 0, 1.0) for i in range(3)]
+        items = [PhraseRequest(f"phrases[{i}]", f"hello {i}", voice="tone-low") for i in range(3)]
         report = preload(svc, items, caller=LOCAL)
         assert report.generated == 3
         keys = {svc.resolve(TTSRequest(text=f"hello {i}", voice="tone-low")).key for i in range(3)}

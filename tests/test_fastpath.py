@@ -1,8 +1,9 @@
 """The hit fast path (lib/api/fastpath.py): memory hits of ``GET /api/audio`` and
 ``POST /api/tts`` answered in front of the router must be answered there (counted), with
 the very bytes and headers the endpoints give, counted once in the statistics and the
-metrics, and must leave everything else -- ranges, JSON, streams, uploads, bad fields,
-misses, slow bodies -- to the endpoints."""
+metrics -- in named voices and in uploaded prompts decoded before alike --, and must
+leave everything else -- ranges, JSON, streams, prompts not in memory, bad fields,
+misses, slow bodies -- to the endpoints, which never look up memory again."""
 
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ from conftest import tone_service
 from lib.access import LOCAL
 from lib.api import create_app
 from lib.api.fastpath import MAX_FORM_BYTES, TTSForm
+from lib.audio import FORMATS
 from lib.errors import ValidationError
 from lib.request import TTSRequest
 from lib.resolve import Resolver
 from lib.service import TTSService
+from lib.validate import MAX_SEED, MAX_SPEED, MAX_TTL, MIN_SPEED
 from tests.api_server import LiveServer
 from tests.test_cache import tone_prompt
 
@@ -232,22 +235,95 @@ def test_a_slow_small_body_still_meets_the_body_deadline(tmp_path: Path) -> None
         svc.close()
 
 
-def test_the_fast_form_has_the_endpoints_fields_types_and_bounds(service: TTSService) -> None:
+def test_the_endpoint_and_the_fast_path_read_one_form_with_the_validators_bounds(service: TTSService) -> None:
     schema = create_app(service).openapi()
-    ref = schema["paths"]["/api/tts"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]["$ref"]
-    endpoint = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
-    form = TTSForm.model_json_schema()
+    body = schema["paths"]["/api/tts"]["post"]["requestBody"]["content"]
+    ref = body["multipart/form-data"]["schema"]["$ref"]
+    assert ref.rsplit("/", 1)[1] == TTSForm.__name__  # the endpoint's form is the fast path's model
+    props = schema["components"]["schemas"][TTSForm.__name__]["properties"]
+    assert list(props) == list(TTSForm.model_fields)
+    assert (props["seed"]["minimum"], props["seed"]["maximum"], props["seed"]["default"]) == (0, MAX_SEED, 0)
+    assert (props["speed"]["minimum"], props["speed"]["maximum"]) == (MIN_SPEED, MAX_SPEED)
+    ttl = props["ttl"]["anyOf"][0]
+    assert (ttl["exclusiveMinimum"], ttl["maximum"]) == (0, MAX_TTL)
+    assert set(props["format"]["enum"]) == set(FORMATS)
 
-    def bare(prop: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in prop.items() if k not in ("title", "description", "default")}
 
-    fields = set(endpoint["properties"]) - {"prompt_audio", "stream"}  # a form with either is the endpoint's
-    assert fields == set(form["properties"])
-    assert endpoint["required"] == form["required"] == ["text"]
-    for name in fields:
-        mine, theirs = form["properties"][name], endpoint["properties"][name]
-        assert bare(mine) == bare(theirs), name
-        assert mine.get("default") == theirs.get("default"), name
+# -- uploaded prompts -----------------------------------------------------------------------------
+
+
+def _upload(path: Path, text: str, **fields: str) -> dict[str, Any]:
+    return {"data": {"text": text, **fields}, "files": {"prompt_audio": (path.name, path.read_bytes(), "audio/wav")}}
+
+
+def _count_decodes(service: TTSService, monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    decodes: list[object] = []
+    decode = service.voices.decoder.decode
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        decodes.append(args[0])
+        return decode(*args, **kwargs)
+
+    monkeypatch.setattr(service.voices.decoder, "decode", counted)
+    return decodes
+
+
+def test_a_hit_in_an_uploaded_prompt_is_answered_by_the_fast_path_without_decoding_it(
+    pair: tuple[Pair, httpx.Client, httpx.Client], testdata_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p, fast, slow = pair
+    form = _upload(testdata_dir / "zh_female_prompt.wav", "In a recorded voice.")
+    assert slow.post("/api/tts", **form).headers["x-cache"] == "MISS"
+    want = slow.post("/api/tts", **form)
+    assert want.headers["x-cache"] == "HIT"
+    decodes = _count_decodes(p.service, monkeypatch)
+    got = fast.post("/api/tts", **form)
+    assert p.counts.tts == 1, "the fast path did not answer the hit"
+    assert decodes == []  # found by the hash of the uploaded bytes
+    same_answer(got, want)
+    # A recording this process never decoded: the endpoint decodes it once, in a worker thread ...
+    p.service.voices.decoder.clear()
+    again = fast.post("/api/tts", **form)
+    assert again.headers["x-cache"] == "HIT" and p.counts.tts == 1 and len(decodes) == 1
+    same_answer(again, want)
+    # ... and from then on the fast path answers it.
+    assert fast.post("/api/tts", **form).headers["x-cache"] == "HIT"
+    assert p.counts.tts == 2 and len(decodes) == 1
+
+
+def test_a_request_that_asked_for_no_trace_leaves_no_prompt_for_the_fast_path(
+    pair: tuple[Pair, httpx.Client, httpx.Client], testdata_dir: Path
+) -> None:
+    p, fast, _ = pair
+    path, text = testdata_dir / "male_prompt.wav", "Nothing of mine stays."
+    for fields in ({"store": "false"}, {"cache": "false"}, {"store": "false"}):
+        r = fast.post("/api/tts", **_upload(path, text, **fields))
+        assert r.status_code == 200 and r.headers["x-cache"] in ("MISS", "BYPASS")
+        assert len(p.service.voices.decoder) == 0 and p.counts.tts == 0
+    assert fast.post("/api/tts", **_upload(path, text)).headers["x-cache"] == "MISS"  # stored, prompt remembered
+    remembered = len(p.service.voices.decoder)
+    hit = fast.post("/api/tts", **_upload(path, text, store="false"))  # may read what is there
+    assert hit.headers["x-cache"] == "HIT" and p.counts.tts == 1
+    assert len(p.service.voices.decoder) == remembered
+
+
+def test_a_miss_is_looked_up_in_memory_once_before_the_worker_thread(
+    pair: tuple[Pair, httpx.Client, httpx.Client], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p, fast, slow = pair
+    looked: list[TTSRequest] = []
+    memory_hit = p.service.memory_hit
+
+    def counted(request: TTSRequest) -> Any:
+        looked.append(request)
+        return memory_hit(request)
+
+    monkeypatch.setattr(p.service, "memory_hit", counted)
+    assert fast.post("/api/tts", data={"text": "Looked up once.", "voice": VOICE}).headers["x-cache"] == "MISS"
+    assert len(looked) == 1  # by the fast path; the endpoint goes straight to a worker thread
+    assert slow.post("/api/tts", data={"text": "Not at all.", "voice": VOICE}).headers["x-cache"] == "MISS"
+    assert slow.post("/api/tts", data={"text": "Not at all.", "voice": VOICE}).headers["x-cache"] == "HIT"
+    assert len(looked) == 1
 
 
 # -- the service's part: a hit from memory, without I/O --------------------------------------

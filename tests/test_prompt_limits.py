@@ -188,7 +188,8 @@ def test_only_accepted_prompts_are_memoised(service: TTSService) -> None:
         assert isinstance(ask(service, bad), PromptAudioError)  # bad rate, too short, silent
     assert len(service.voices.decoder) == 0
     assert ask(service, good) is None
-    assert len(service.voices.decoder) == 1 and service.voices.decoder.nbytes == 64_000
+    # Its PCM (2 s at 16 kHz) and the upload's own bytes, which a lookup compares.
+    assert len(service.voices.decoder) == 1 and service.voices.decoder.nbytes == 64_000 + len(good)
 
 
 def test_a_prompt_the_engine_refuses_is_forgotten(tmp_path: Path) -> None:
@@ -205,6 +206,25 @@ def test_a_prompt_the_engine_refuses_is_forgotten(tmp_path: Path) -> None:
         assert len(svc.voices.decoder) == 0 and svc.voices.library.get("desk") is None
     finally:
         svc.close()
+
+
+def test_an_upload_is_found_again_by_its_bytes_alone_never_by_a_look_alike() -> None:
+    decoder = PromptDecoder(PromptLimits())
+    buf = io.BytesIO()
+    sf.write(buf, speech_like(3.0), 16_000, format="WAV", subtype="PCM_16")
+    upload = buf.getvalue()
+    assert decoder.remembered(upload) is None  # never decoded: nothing to find
+    prompt = decoder.decode(upload)
+    assert decoder.remembered(bytes(bytearray(upload))) is prompt  # the same bytes (another object)
+    # One sample changed where the memo key does not look: its key, but another recording.
+    pcm_at = len(upload) // 2 + 1
+    changed = upload[:pcm_at] + bytes([upload[pcm_at] ^ 0x01]) + upload[pcm_at + 1 :]
+    assert decoder.remembered(changed) is None
+    other = decoder.decode(changed)
+    assert other.fingerprint != prompt.fingerprint
+    assert decoder.remembered(changed) is other
+    decoder.clear()
+    assert decoder.remembered(upload) is None
 
 
 def test_the_memo_is_bounded_in_bytes() -> None:

@@ -163,6 +163,37 @@ def test_form_errors_list_every_field_at_once_with_the_api_rules(service: TTSSer
     assert service.engine.calls == 0  # type: ignore[attr-defined]
 
 
+def test_a_click_resolves_its_form_once(
+    service: TTSService, testdata_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # fmt: skip
+    """The click's first step, its validator and its handler share one resolution (with
+    cache off nothing is memoised: each resolution would decode the prompt again)."""
+    resolved: list[object] = []
+    decoded: list[object] = []
+    resolver, decode = service.resolver, service.voices.decoder.decode
+    resolve, resolve_convert = resolver.resolve, resolver.resolve_convert
+    monkeypatch.setattr(service.resolver, "resolve", lambda req: resolved.append(req) or resolve(req))
+    monkeypatch.setattr(service.resolver, "resolve_convert", lambda req: resolved.append(req) or resolve_convert(req))
+    monkeypatch.setattr(service.voices.decoder, "decode", lambda src, **kw: decoded.append(src) or decode(src, **kw))
+    handlers, quiet = Handlers(service, Path("hot.json")), {"progress": lambda *a, **k: None}
+    prompt = str(testdata_dir / "zh_female_prompt.wav")
+    form = ("cross_lingual", prompt, None, "", "Resolved once a click.", "", 0, 1.0, "wav", False)
+    assert handlers.clear_result(*form)[-1] == ""  # the first step: no problems
+    assert all(v["is_valid"] for v in handlers.validate(*form, []))
+    path, *_ = handlers.synthesise(*form, [], None, **quiet)  # type: ignore[arg-type]
+    assert Path(path).is_file()
+    assert (len(resolved), len(decoded)) == (1, 1)
+    # An API client's call has no first step: the validator's resolution serves the handler.
+    assert all(v["is_valid"] for v in handlers.validate(*form, []))
+    handlers.synthesise(*form, [], None, **quiet)  # type: ignore[arg-type]
+    assert (len(resolved), len(decoded)) == (2, 2)
+    convert = (prompt, None, "tone-low", 0, 1.0, "wav", True)
+    assert handlers.clear_convert(*convert)[-1] == ""
+    assert all(v["is_valid"] for v in handlers.validate_convert(*convert, []))
+    handlers.convert(*convert, [], None, **quiet)  # type: ignore[arg-type]
+    assert len(resolved) == 3
+
+
 def test_the_convert_form_names_the_source_and_the_target(service: TTSService, testdata_dir: Path) -> None:
     male = str(testdata_dir / "male_prompt.wav")
     errors = convert_errors(service, (None, None, "", 1.5, 1.0, "wav", True))

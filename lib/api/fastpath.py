@@ -1,19 +1,24 @@
 """The hit fast path: cache hits from memory answered in front of the router.
 
 A hit is the common request and the cheapest to serve, yet FastAPI spends more on one
-than the cache does: solving the fourteen form fields of ``POST /api/tts`` (~0.12 ms of
-per-request introspection, more than the whole service lookup) and a hop to a worker
-thread (~0.07 ms). :class:`HitFastPath` answers the two hit requests itself:
+than the cache does: solving the form of ``POST /api/tts`` (~0.12 ms of per-request
+introspection, more than the whole service lookup) and a hop to a worker thread
+(~0.07 ms). :class:`HitFastPath` answers the two hit requests itself:
 
 - ``GET /api/audio/{key}.{ext}`` whose entry and bytes are in memory (no ``Range``);
-- ``POST /api/tts`` with a small form (no upload, no ``stream``, no JSON answer) whose
-  answer is a hit from the memory tier (:meth:`TTSService.memory_hit`, no I/O).
+- ``POST /api/tts`` (no ``stream``, no JSON answer) whose answer is a hit from the memory
+  tier (:meth:`TTSService.memory_hit`, no I/O): in a named voice, or in an uploaded prompt
+  recording decoded before (found by its bytes, :meth:`PromptDecoder.remembered`, not
+  decoded again). The form
+  is :class:`lib.api.forms.TTSForm`, the endpoint's own model.
 
-Everything else -- and anything it is not sure about: a field that does not validate,
-a voice or an entry that is not in memory -- goes on to the endpoints untouched (a form
-it read is replayed), so every error and every miss keeps one implementation. The
-answers are built by the endpoints' own functions (:mod:`lib.api.speech`), with the same
-route in ``scope`` for the HTTP metrics, and the service records each request once.
+This is the one place a ``POST /api/tts`` is looked up in memory: everything else -- and
+anything it is not sure about: a field that does not validate, a voice, a prompt or an
+entry that is not in memory -- goes on to the endpoint untouched (a form it read is
+replayed), which hands it to a worker thread, so every error and every miss keeps one
+implementation. The answers are built by the endpoints' own functions
+(:mod:`lib.api.speech`), with the same route in ``scope`` for the HTTP metrics, and the
+service records each request once.
 
 It sits inside the guards (body deadline, upload limit, 405, metrics), which see these
 requests as they see any other.
@@ -25,58 +30,32 @@ import logging
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic import ValidationError as InvalidForm
+from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lib.service import TTSService
-from lib.validate import MAX_SEED, MAX_SPEED, MAX_TTL, MIN_SPEED
 
-from .speech import (
-    AUDIO_EXTS,
-    Format,
-    Mode,
-    hit_bytes,
-    not_modified,
-    stored_response,
-    tts_headers,
-    tts_request,
-    tts_response,
-)
+from .forms import TTSForm
+from .speech import AUDIO_EXTS, hit_bytes, not_modified, stored_response, tts_headers, tts_response
+from .uploads import read_upload
 
-__all__ = ["MAX_FORM_BYTES", "FastPathCounts", "HitFastPath", "TTSForm"]
+__all__ = ["MAX_FORM_BYTES", "MAX_UPLOAD_FORM_BYTES", "FastPathCounts", "HitFastPath", "TTSForm"]
 
 _LOGGER = logging.getLogger(__name__)
 
-#: A form larger than this (an upload) goes to the endpoint without being read here.
+#: An urlencoded form larger than this goes to the endpoint without being read here.
 MAX_FORM_BYTES = 64 * 1024
+#: A multipart form (it may carry a prompt recording) larger than this goes to the endpoint
+#: without being read here: the body is held in memory while it is tried, and parsed on
+#: the event loop (python-multipart: a fraction of a millisecond a MiB).
+MAX_UPLOAD_FORM_BYTES = 2 * 1024 * 1024
 
 _AUDIO_PATH = re.compile(rf"^/api/audio/([0-9a-fA-F]{{32}})\.({AUDIO_EXTS})$")
-_FORM_TYPES = (b"multipart/form-data", b"application/x-www-form-urlencoded")
-
-
-class TTSForm(BaseModel):
-    """The fields of ``POST /api/tts`` with the endpoint's types and bounds (a test
-    holds the two to the same schema). No ``prompt_audio`` and no ``stream``: a form
-    with either goes to the endpoint."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    text: str
-    voice: str | None = None
-    prompt_text: str = ""
-    style: str = ""
-    seed: Annotated[int, Field(ge=0, le=MAX_SEED)] = 0
-    speed: Annotated[float, Field(ge=MIN_SPEED, le=MAX_SPEED)] = 1.0
-    mode: Mode | None = None
-    format: Format = "wav"
-    cache: bool = True
-    store: bool = True
-    ttl: Annotated[float | None, Field(gt=0, le=MAX_TTL, allow_inf_nan=False)] = None
+_MULTIPART = b"multipart/form-data"
+_URLENCODED = b"application/x-www-form-urlencoded"
 
 
 @dataclass
@@ -159,16 +138,17 @@ class HitFastPath:
     async def _tts(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
         """None when answered here; else the ``receive`` the endpoint must read from (the
         original one, or a replay of the body read here)."""
-        length = -1
-        form_type = json_wanted = False
+        length, limit = -1, -1
+        json_wanted = False
         for name, value in scope["headers"]:
             if name == b"content-length":
                 length = int(value) if value.isdigit() else -1
             elif name == b"content-type":
-                form_type = value.split(b";", 1)[0].strip().lower() in _FORM_TYPES
+                kind = value.split(b";", 1)[0].strip().lower()
+                limit = MAX_UPLOAD_FORM_BYTES if kind == _MULTIPART else MAX_FORM_BYTES if kind == _URLENCODED else -1
             elif name == b"accept":
                 json_wanted = json_wanted or b"application/json" in value
-        if not form_type or json_wanted or not 0 <= length <= MAX_FORM_BYTES:
+        if json_wanted or not 0 <= length <= limit:
             return receive
         messages: list[Message] = []
         more = True
@@ -182,10 +162,11 @@ class HitFastPath:
         replay = _replay(messages, receive)
         if messages[-1]["type"] != "http.request":  # the client went away: the endpoint's business
             return replay
-        form = await _parse(scope, messages)
-        if form is None:
+        parsed = await self._parse(scope, messages)
+        if parsed is None:
             return replay
-        result = self.service.memory_hit(tts_request(prompt_audio=None, **form.model_dump()))
+        form, prompt = parsed
+        result = self.service.memory_hit(form.request(prompt))
         if result is None:
             return replay
         # Recorded as a hit from here on: answer it, whatever it takes.
@@ -198,26 +179,32 @@ class HitFastPath:
         await response(scope, replay, send)
         return None
 
-
-async def _parse(scope: Scope, messages: list[Message]) -> TTSForm | None:
-    """The form if it is one the fast path may answer, else None (the endpoint then reads
-    it again and says what is wrong, if anything is)."""
-    try:
-        async with Request(scope, _replay(messages, _no_receive)).form() as form:
-            fields: dict[str, str] = {}
-            for name, value in form.multi_items():
-                if not isinstance(value, str) or name in ("prompt_audio", "stream"):
-                    return None  # an upload, a stream: the endpoint's work
-                if value:  # as FastAPI reads a form: an empty field is an absent one
-                    fields[name] = value
-                else:
-                    fields.pop(name, None)
-    except Exception:  # any parse failure is the endpoint's to report
-        return None
-    try:
-        return TTSForm.model_validate(fields)
-    except InvalidForm:
-        return None
+    async def _parse(self, scope: Scope, messages: list[Message]) -> tuple[TTSForm, bytes | None] | None:
+        """The form and its prompt recording's bytes if it is one the fast path may
+        answer, else None (the endpoint then reads it again and says what is wrong, if
+        anything is)."""
+        try:
+            async with Request(scope, _replay(messages, _no_receive)).form() as parsed:
+                fields: dict[str, str] = {}
+                upload: UploadFile | None = None
+                for name, value in parsed.multi_items():
+                    if not isinstance(value, str):
+                        if name != "prompt_audio":
+                            return None  # a file where text belongs: the endpoint says so
+                        upload = value
+                    elif name == "prompt_audio":
+                        return None  # text where a file belongs: likewise
+                    elif value:  # as FastAPI reads a form: an empty field is an absent one
+                        fields[name] = value
+                    else:
+                        fields.pop(name, None)
+                form = TTSForm.model_validate(fields)
+                if form.stream or not form.cache:
+                    return None  # a stream, a bypass: never a memory hit
+                prompt = await read_upload(upload, "prompt_audio", self.service.config.prompt.max_upload_bytes)
+        except Exception:  # an invalid field, an empty upload, a parse failure: the endpoint's to report
+            return None
+        return form, prompt
 
 
 def _replay(messages: list[Message], receive: Receive) -> Receive:

@@ -3,8 +3,11 @@ OpenAI-compatible ``/v1`` is :mod:`lib.api.v1`).
 
 Synthesis runs in the thread pool, off the event loop, so concurrent requests are
 served concurrently; identical concurrent misses still cost one engine call because
-the service's single-flight sits underneath. A hit on ``/api/audio`` from the memory
-tier is answered on the event loop without a thread hop.
+the service's single-flight sits underneath. The form of ``POST /api/tts`` is
+:class:`lib.api.forms.TTSForm`. Memory hits of both endpoints are answered in front of
+the router, on the event loop (:mod:`lib.api.fastpath`); what reaches ``POST /api/tts``
+goes to a worker thread at once (never a second memory lookup first), and a hit on
+``/api/audio`` whose entry is in memory is answered without a thread hop.
 """
 
 from __future__ import annotations
@@ -15,23 +18,24 @@ import time
 from typing import Annotated, Any, Literal
 
 from anyio import to_thread
-from fastapi import APIRouter, File, Form, Header, Request, UploadFile
+from fastapi import APIRouter, File, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
 from lib.audio import MIME_TYPES
 from lib.cache.entry import CachedAudio
-from lib.errors import NotFoundError, PayloadTooLargeError, ValidationError
+from lib.errors import NotFoundError, ValidationError
 from lib.provenance import Label
 from lib.request import TTSRequest
 from lib.results import SynthesisResult
 from lib.service import TTSService
 from lib.streaming import STREAM_FORMATS, encode_stream
-from lib.validate import MAX_SEED, MAX_SPEED, MAX_TTL, MIN_SPEED
 
 from .errors import ERROR_RESPONSES
-from .http import NO_STORE, cache_control, etag_for, etag_matches, parse_range, too_large_message
+from .forms import TTSForm
+from .http import NO_STORE, cache_control, etag_for, etag_matches, parse_range
 from .redirect import object_redirect
+from .uploads import read_upload
 
 __all__ = [
     "AUDIO_EXTS",
@@ -45,17 +49,13 @@ __all__ = [
     "stored_response",
     "stream_label",
     "tts_headers",
-    "tts_request",
     "tts_response",
 ]
 
 _LOGGER = logging.getLogger(__name__)
 
-#: The formats of ``/api`` (lib.audio.MIME_TYPES): pcm is raw 16-bit mono at X-Sample-Rate.
-Format = Literal["wav", "mp3", "flac", "ogg", "opus", "aac", "pcm"]
 AUDIO_EXTS = "wav|mp3|flac|ogg|opus|aac|pcm"
 _AUDIO_NAME_RE = re.compile(rf"^([0-9a-fA-F]{{32}})\.({AUDIO_EXTS})$")
-Mode = Literal["zero_shot", "cross_lingual", "instruct", "preset"]
 
 _AUDIO_CONTENT = {mime: {"schema": {"type": "string", "format": "binary"}} for mime in MIME_TYPES.values()}
 _TTS_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -115,46 +115,19 @@ def speech_router(service: TTSService) -> APIRouter:
         responses=_TTS_RESPONSES,
     )
     async def tts(
-        request: Request,
-        text: Annotated[str, Form(description="The text to speak (normalised before keying)")],
-        prompt_audio: Annotated[UploadFile | None, File(description="Prompt voice recording, 1-30 s")] = None,
-        voice: Annotated[str | None, Form(description="A saved or preset voice, instead of prompt_audio")] = None,
-        prompt_text: Annotated[str, Form(description="Transcript of the prompt (zero-shot mode)")] = "",
-        style: Annotated[str, Form(description="Style instruction, e.g. 'slow, calm' or '开心'")] = "",
-        seed: Annotated[int, Form(ge=0, le=MAX_SEED)] = 0,
-        speed: Annotated[float, Form(ge=MIN_SPEED, le=MAX_SPEED)] = 1.0,
-        mode: Annotated[Mode | None, Form(description="Omit to pick from the other fields")] = None,
-        format: Annotated[
-            Format, Form(description="opus: Ogg Opus (24 kHz); aac: ADTS; pcm: raw 16-bit mono at X-Sample-Rate")
-        ] = "wav",
-        cache: Annotated[bool, Form(description="false bypasses the cache (no read, no write)")] = True,
-        store: Annotated[bool, Form(description="false never writes the result (personal data)")] = True,
-        ttl: Annotated[
-            float | None, Form(gt=0, le=MAX_TTL, allow_inf_nan=False, description="Seconds this entry lives")
-        ] = None,
-        stream: Annotated[
-            bool, Form(description="true: chunked audio (wav, pcm or mp3), each sentence as soon as it exists")
-        ] = False,
+        # File(): the form may carry an upload, so it is read (and documented) as multipart.
+        form: Annotated[TTSForm, File()],
         accept: Annotated[str | None, Header(include_in_schema=False)] = None,
     ) -> Response:
-        audio: bytes | None = None
-        if prompt_audio is not None and (prompt_audio.size or prompt_audio.filename):
-            if prompt_audio.size is not None and prompt_audio.size > upload_limit:
-                raise PayloadTooLargeError(too_large_message(upload_limit))
-            audio = await prompt_audio.read()
-            if not audio:
-                raise ValidationError("prompt_audio: the uploaded file is empty; upload a recording of speech")
-        if stream and format not in STREAM_FORMATS:
-            raise ValidationError(f"format: {format} cannot be streamed; with stream=true use wav, pcm or mp3")
-        req = tts_request(
-            text=text, prompt_audio=audio, voice=voice, prompt_text=prompt_text, style=style,
-            seed=seed, speed=speed, mode=mode, format=format, cache=cache, store=store, ttl=ttl,
-        )  # fmt: skip
-        if stream:
+        audio = await read_upload(form.prompt_audio, "prompt_audio", upload_limit)
+        if form.stream and form.format not in STREAM_FORMATS:
+            raise ValidationError(f"format: {form.format} cannot be streamed; with stream=true use wav, pcm or mp3")
+        req = form.request(audio)
+        if form.stream:
             streamed = await to_thread.run_sync(service.stream, req)
             return StreamingResponse(
-                encode_stream(streamed.chunks, streamed.sample_rate, format, stream_label(service, streamed.key)),
-                media_type=STREAM_FORMATS[format],
+                encode_stream(streamed.chunks, streamed.sample_rate, form.format, stream_label(service, streamed.key)),
+                media_type=STREAM_FORMATS[form.format],
                 headers={
                     "X-Cache": streamed.cache,
                     "X-Cache-Key": streamed.key,
@@ -162,12 +135,10 @@ def speech_router(service: TTSService) -> APIRouter:
                     "Cache-Control": NO_STORE,  # a stream has no length and no entity tag to revalidate
                 },
             )
-        hit = service.memory_hit(req)  # a hit from memory: answered here, no thread hop
-        if hit is not None:
-            result, body = hit, await hit_bytes(service, hit, req.format)
-        else:
-            result, body = await run(req)
-        return await answer(service, result, body, format, store, accept)
+        # A hit from memory was answered in front of the router (lib.api.fastpath), when it
+        # could be; whatever comes here is answered by the service in a worker thread.
+        result, body = await run(req)
+        return await answer(service, result, body, form.format, form.store, accept)
 
     @router.head("/api/audio/{key}.{ext}", include_in_schema=False)
     @router.get(
@@ -238,18 +209,6 @@ _BAD_AUDIO_NAME = f"audio name must be <32 hex digits>.<{AUDIO_EXTS}>, e.g. /api
 # -- the answers, shared with the hit fast path (lib.api.fastpath) -----------------------
 # One function per answer, so that a hit answered in front of the router has the very
 # headers and bytes the endpoints give.
-
-
-def tts_request(
-    *, text: str, prompt_audio: bytes | None, voice: str | None, prompt_text: str, style: str, seed: int,
-    speed: float, mode: str | None, format: str, cache: bool, store: bool, ttl: float | None,
-) -> TTSRequest:  # fmt: skip
-    """The service request of a ``POST /api/tts`` form."""
-    return TTSRequest(
-        text=text, prompt_audio=prompt_audio, voice=voice or None, prompt_text=prompt_text, style=style,
-        seed=seed, speed=speed, mode=mode, format=format,
-        use_cache=cache, store=store, ttl=ttl,
-    )  # fmt: skip
 
 
 def is_stored(result: SynthesisResult, store: bool) -> bool:

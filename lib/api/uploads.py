@@ -3,7 +3,7 @@ read whole, and an empty file is a clear 400, for every endpoint that takes one.
 
 from __future__ import annotations
 
-from fastapi import UploadFile
+from starlette.datastructures import UploadFile  # FastAPI's is a subclass of it
 
 from lib.errors import PayloadTooLargeError, ValidationError
 

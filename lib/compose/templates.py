@@ -40,17 +40,23 @@ import logging
 import re
 import string
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from lib.compose.patterns import CompiledPattern, PatternError, compile_pattern
 from lib.compose.readings import LANGUAGES, READS, is_number, read
-from lib.errors import ValidationError
-from lib.phrases import PhraseFileError, PhraseRules, parse_voices, read_phrase_file
+from lib.phrases import (
+    PhraseFileError,
+    PhraseRules,
+    VoiceSpec,
+    check_list_seed,
+    check_list_speed,
+    parse_voices,
+    read_phrase_file,
+)
 from lib.request import TTSRequest
 from lib.textnorm import cut_text
-from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED, check_seed, check_speed
 
 __all__ = ["MAX_PIECES", "MAX_SLOT_CHARS", "MAX_TEMPLATES", "Slot", "Template", "load_templates", "parse_templates"]
 
@@ -92,18 +98,13 @@ class Slot:
 
 
 @dataclass(frozen=True)
-class Template:
-    """A validated template; ``parts`` alternates fixed text and slot names (odd indexes)."""
+class Template(VoiceSpec):
+    """A validated template; ``parts`` alternates fixed text and slot names (odd indexes).
+    Its voice and settings are a :class:`lib.phrases.VoiceSpec`, as a phrase's are."""
 
     entry: str
     """Where it came from, e.g. ``templates[0]`` (for messages)."""
     text: str
-    voice: str | None
-    prompt_audio: str | None
-    prompt_text: str
-    style: str
-    seed: int
-    speed: float
     refine: bool
     language: str
     parts: tuple[str, ...]
@@ -117,10 +118,7 @@ class Template:
 
     def request(self, text: str) -> TTSRequest:
         """A request for ``text`` in this template's voice and settings."""
-        return TTSRequest(
-            text=text, voice=self.voice, prompt_audio=self.prompt_audio, prompt_text=self.prompt_text,
-            style=self.style, seed=self.seed, speed=self.speed,
-        )  # fmt: skip
+        return self.speaking(text)
 
     def slot_pieces(self, name: str, value: str) -> list[str]:
         return read(value, self.slots[name].read, self.language)
@@ -181,7 +179,7 @@ def parse_templates(
     return [_template(f"templates[{i}]", spec, voices, source) for i, spec in enumerate(raw)]
 
 
-def _template(where: str, spec: Any, voices: Mapping[str, Any], source: str) -> Template:
+def _template(where: str, spec: Any, voices: Mapping[str, VoiceSpec], source: str) -> Template:
     if not isinstance(spec, dict):
         raise PhraseFileError(f'{source}: {where}: must be an object with "template", "voice" and "slots"')
     _unknown(spec, _TEMPLATE_KEYS, f"{source}: {where}")
@@ -215,18 +213,8 @@ def _template(where: str, spec: Any, voices: Mapping[str, Any], source: str) -> 
     style = spec.get("style", "")
     if not isinstance(style, str):
         raise PhraseFileError(f'{at}: field "style": must be text')
-    seed = spec.get("seed", 0)
-    try:
-        if isinstance(seed, float):
-            raise ValidationError("a float")
-        check_seed(seed)
-    except ValidationError:
-        raise PhraseFileError(f'{at}: field "seed": {seed!r} is not a whole number 0..{MAX_SEED}') from None
-    speed = spec.get("speed", 1.0)
-    try:
-        check_speed(speed)
-    except ValidationError:
-        raise PhraseFileError(f'{at}: field "speed": {speed!r} is not a number {MIN_SPEED}..{MAX_SPEED}') from None
+    seed = check_list_seed(spec.get("seed", 0), at, '"seed"')
+    speed = check_list_speed(spec.get("speed", 1.0), at)
     refine = spec.get("refine", False)
     if not isinstance(refine, bool):
         raise PhraseFileError(f'{at}: field "refine": must be true or false')
@@ -234,10 +222,8 @@ def _template(where: str, spec: Any, voices: Mapping[str, Any], source: str) -> 
     language = spec.get("language", "zh" if has_han else "en")
     if language not in LANGUAGES:
         raise PhraseFileError(f'{at}: field "language": {language!r}; use one of {", ".join(LANGUAGES)}')
-    template = Template(
-        where, text, voice.preset, voice.prompt_audio, voice.prompt_text, style, int(seed), float(speed),
-        refine, language, tuple(parts), slots,
-    )  # fmt: skip
+    spoken = replace(voice, style=style, seed=seed, speed=speed)
+    template = Template(where, text, refine, language, tuple(parts), slots, **vars(spoken))
     count = len(template.pieces())
     if count > MAX_PIECES:
         raise PhraseFileError(f"{at}: needs {count} pieces, over the limit of {MAX_PIECES}; list fewer values")

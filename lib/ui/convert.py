@@ -23,6 +23,7 @@ from lib.engines.base import can_convert
 from lib.errors import TTSError, ValidationError
 from lib.request import ConvertRequest, PromptSource
 from lib.service import TTSService
+from lib.ui.forms import Resolutions
 from lib.ui.messages import FieldErrors, UIMessage
 from lib.validate import check_seed, check_speed
 
@@ -63,10 +64,15 @@ def check_source(service: TTSService, source: PromptSource) -> None:
         raise type(exc)(_DECODER_WORDS.sub("source audio", str(exc), count=1)) from exc
 
 
-def convert_errors(service: TTSService, form: Sequence[Any]) -> dict[str, UIMessage]:
+def convert_errors(
+    service: TTSService, form: Sequence[Any], resolutions: Resolutions | None = None
+) -> dict[str, UIMessage]:  # fmt: skip
     """Every problem of the form ``(source, prompt_audio, voice, seed, speed, fmt,
     use_cache)`` by field: the fields that stand alone first, then the request as a
-    whole (the target voice and the engine), resolved exactly as the service will."""
+    whole (the target voice and the engine), resolved exactly as the service will.
+    ``resolutions`` as for :func:`lib.ui.forms.form_errors`."""
+    if resolutions is not None and resolutions.get(form) is not None:
+        return {}
     source, prompt_audio, voice, seed, speed, fmt, use_cache = form
     errors = FieldErrors(CONVERT_FIELDS, paths=[source, prompt_audio])
     attempt = errors.attempt
@@ -78,7 +84,13 @@ def convert_errors(service: TTSService, form: Sequence[Any]) -> dict[str, UIMess
     else:
         attempt("source_audio", lambda: build_convert_request(*values))
     if not errors:
-        attempt("source_audio", lambda: service.resolve(build_convert_request(*values)))
+
+        def resolve() -> None:
+            resolved = service.resolve(build_convert_request(*values))
+            if resolutions is not None:
+                resolutions.keep(form, resolved)
+
+        attempt("source_audio", resolve)
     if errors:
         _LOGGER.debug("convert form refused: %s", sorted(errors))
     return dict(errors)

@@ -9,7 +9,10 @@ speech) has its own request and checks in :mod:`lib.ui.convert`.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -23,6 +26,7 @@ __all__ = [
     "FORM_FIELDS",
     "MODE_FORMS",
     "ModeForm",
+    "Resolutions",
     "build_request",
     "default_voice",
     "examples",
@@ -198,10 +202,71 @@ def build_request(
     )  # fmt: skip
 
 
-def form_errors(service: Resolving, form: Sequence[Any]) -> dict[str, UIMessage]:
+class Resolutions:
+    """What the checks of a click resolved, so that the click resolves its form once:
+    the first step that checks the form keeps the resolution, the event's validator
+    finds the form good by it, and the handler gives it to the service (:meth:`take`).
+    Kept :data:`_KEPT_SECONDS` at most (a click's steps follow each other at once; a
+    voice saved again meanwhile is resolved again by the next click)."""
+
+    def __init__(self, seconds: float | None = None, size: int = 64) -> None:
+        self.seconds = _KEPT_SECONDS if seconds is None else seconds
+        self.size = size
+        self._kept: OrderedDict[Hashable, tuple[float, Resolved]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def keep(self, form: Sequence[Any], resolved: Resolved) -> None:
+        key = _form_key(form)
+        if key is None:
+            return
+        with self._lock:
+            self._kept[key] = (time.monotonic() + self.seconds, resolved)
+            self._kept.move_to_end(key)
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+
+    def get(self, form: Sequence[Any]) -> Resolved | None:
+        """The resolution kept for these form values, or None."""
+        return self._find(form, take=False)
+
+    def take(self, form: Sequence[Any]) -> Resolved | None:
+        """:meth:`get`, forgetting it: a resolution serves one click."""
+        return self._find(form, take=True)
+
+    def _find(self, form: Sequence[Any], *, take: bool) -> Resolved | None:
+        key = _form_key(form)
+        if key is None:
+            return None
+        with self._lock:
+            found = self._kept.pop(key, None) if take else self._kept.get(key)
+        if found is None or found[0] < time.monotonic():
+            return None
+        return found[1]
+
+
+#: How long a click's resolution is kept for its validator and handler.
+_KEPT_SECONDS = 10.0
+
+
+def _form_key(form: Sequence[Any]) -> Hashable | None:
+    key = tuple(form)
+    try:
+        hash(key)
+    except TypeError:  # a value Gradio gave as a mapping: resolved each time
+        return None
+    return key
+
+
+def form_errors(
+    service: Resolving, form: Sequence[Any], resolutions: Resolutions | None = None
+) -> dict[str, UIMessage]:  # fmt: skip
     """Every problem of the form ``(mode, prompt_audio, voice, prompt_text, text,
     style, seed, speed, fmt, use_cache)`` by field, with the API's rules: the fields
-    that stand alone first, then the request as a whole (voice, mode, prompt)."""
+    that stand alone first, then the request as a whole (voice, mode, prompt). With
+    ``resolutions``, a form this click resolved already is good, and a form resolved
+    here is kept there."""
+    if resolutions is not None and resolutions.get(form) is not None:
+        return {}
     mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache = form
     errors = FieldErrors(FORM_FIELDS, paths=[prompt_audio])
     attempt = errors.attempt
@@ -211,7 +276,13 @@ def form_errors(service: Resolving, form: Sequence[Any]) -> dict[str, UIMessage]
     attempt("text", lambda: normalise_fields(words, service.config))
     if not errors:
         form_values = (mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
-        attempt("mode", lambda: service.resolve(build_request(*form_values)))
+
+        def resolve() -> None:
+            resolved = service.resolve(build_request(*form_values))
+            if resolutions is not None:
+                resolutions.keep(form, resolved)
+
+        attempt("mode", resolve)
     return dict(errors)
 
 

@@ -22,12 +22,14 @@ from lib.errors import TTSError
 from lib.reports import VoiceInfo
 from lib.request import ConvertRequest, TTSRequest
 from lib.results import SynthesisResult
+from lib.service import TTSService
 from lib.ui.base import error_html
 from lib.ui.cache_handlers import CacheHandlers
 from lib.ui.convert import CONVERT_FIELDS, build_convert_request, check_source, convert_errors
 from lib.ui.forms import (
     FORM_FIELDS,
     MODE_FORMS,
+    Resolutions,
     build_request,
     default_voice,
     form_errors,
@@ -84,12 +86,17 @@ def _verdict(check: Callable[[], object]) -> dict[str, Any]:
 class Handlers(CacheHandlers):
     """The handlers of one UI over one service (every tab)."""
 
+    def __init__(self, service: TTSService, phrases_path: Path) -> None:
+        super().__init__(service, phrases_path)
+        self.resolutions = Resolutions()
+        """What the checks of a click resolved, for its handler: one resolution a click."""
+
     # -- synthesise ----------------------------------------------------------------------
 
     def clear_result(self, *form: Any) -> tuple[None, str, str, Any, str]:
         """The first step of a request: the result area shows nothing of the last one,
         and, when the form has problems, all of them (the fields may be out of view)."""
-        errors = form_errors(self.service, form[: len(FORM_FIELDS)]) if form else {}
+        errors = form_errors(self.service, form[: len(FORM_FIELDS)], self.resolutions) if form else {}
         message = ""
         if errors:
             message = error_html(["请修正以下输入 Please fix:", *(str(m) for m in errors.values())])
@@ -120,7 +127,7 @@ class Handlers(CacheHandlers):
     def validate(self, *values: Any) -> list[dict[str, Any]]:
         """The Synthesise event's validator: a verdict per input (the form fields, then
         the history state), with the API's rules."""
-        errors = form_errors(self.service, values[: len(FORM_FIELDS)])
+        errors = form_errors(self.service, values[: len(FORM_FIELDS)], self.resolutions)
         verdicts = [gr.validate(name not in errors, str(errors.get(name, ""))) for name in FORM_FIELDS]
         return verdicts + [gr.validate(True, "") for _ in values[len(FORM_FIELDS) :]]
 
@@ -132,8 +139,9 @@ class Handlers(CacheHandlers):
         """The whole result at once (``/synthesise``, and the button without ffmpeg)."""
         progress(0.1, desc="合成中 Synthesising…")
         try:
-            req = build_request(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
-            result = self.service.synthesise(req)
+            form = (mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
+            req = build_request(*form)
+            result = self.service.synthesise(self.resolutions.take(form) or req)
             name, path = self._file(req, result, fmt)
         except TTSError as exc:
             self.fail("synth", request, explain(exc, paths=[prompt_audio]))
@@ -149,8 +157,9 @@ class Handlers(CacheHandlers):
         not stop the synthesis: the result is still cached."""
         progress(0.1, desc="合成中 Synthesising…")
         try:
-            req = build_request(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
-            answer = self.service.stream(req)
+            form = (mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
+            req = build_request(*form)
+            answer = self.service.stream(self.resolutions.take(form) or req)
             badge = badge_html(answer.cache)
             for pcm in answer.chunks:
                 chunk = wav_bytes(pcm, answer.sample_rate)
@@ -165,13 +174,13 @@ class Handlers(CacheHandlers):
 
     def clear_convert(self, *form: Any) -> tuple[None, str, str, Any, str]:
         """:meth:`clear_result` for the Convert event: its form's problems, all listed."""
-        errors = convert_errors(self.service, form[: len(CONVERT_FIELDS)]) if form else {}
+        errors = convert_errors(self.service, form[: len(CONVERT_FIELDS)], self.resolutions) if form else {}
         message = error_html(["请修正以下输入 Please fix:", *(str(m) for m in errors.values())]) if errors else ""
         return None, "", "", gr.update(value="", visible=False), message
 
     def validate_convert(self, *values: Any) -> list[dict[str, Any]]:
         """The Convert event's validator: a verdict per input (the form, then the history)."""
-        errors = convert_errors(self.service, values[: len(CONVERT_FIELDS)])
+        errors = convert_errors(self.service, values[: len(CONVERT_FIELDS)], self.resolutions)
         verdicts = [gr.validate(name not in errors, str(errors.get(name, ""))) for name in CONVERT_FIELDS]
         return verdicts + [gr.validate(True, "") for _ in values[len(CONVERT_FIELDS) :]]
 
@@ -184,9 +193,12 @@ class Handlers(CacheHandlers):
         same cache and single flight as a synthesis; the same outputs."""
         progress(0.1, desc="变声中 Converting…")
         try:
-            req = build_convert_request(source, prompt_audio, voice, seed, speed, fmt, use_cache)
-            check_source(self.service, req.source_audio)
-            result = self.service.convert(req)
+            form = (source, prompt_audio, voice, seed, speed, fmt, use_cache)
+            req = build_convert_request(*form)
+            resolved = self.resolutions.take(form)
+            if resolved is None:
+                check_source(self.service, req.source_audio)
+            result = self.service.convert(resolved or req)
             name, path = self._file(req, result, fmt)
         except TTSError as exc:
             self.fail("synth", request, explain(exc, paths=[source, prompt_audio]))

@@ -72,6 +72,11 @@ class Voices:
                 raise
             raise type(exc)(message.replace("prompt audio", field, 1)) from exc
 
+    def remembered_prompt(self, source: bytes) -> PromptAudio | None:
+        """The prompt decoded (and accepted) from these very bytes before, without
+        decoding them; None when it is not in memory."""
+        return self.decoder.remembered(source)
+
     def profile(self, r: Resolved) -> VoiceProfile:
         """The engine's profile of ``r``'s voice (extracted once per voice). For a
         request that asked for no trace (bypass, ``store=false``) a new profile stays in

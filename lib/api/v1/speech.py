@@ -37,8 +37,9 @@ from lib.results import SynthesisResult
 from lib.service import TTSService
 from lib.streaming import StreamAnswer, encode_stream
 from lib.textnorm import cut_text
-from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED, check_unicode
+from lib.validate import check_unicode
 
+from ..forms import Seed, Speed
 from ..http import NO_STORE, cache_control, etag_for
 from . import sse
 
@@ -76,10 +77,10 @@ class SpeechRequest(BaseModel):
     response_format: ResponseFormat = Field(
         "mp3", description="pcm is raw 16-bit little-endian mono at 24 kHz; opus is Ogg Opus; aac is ADTS"
     )
-    speed: float = Field(1.0, ge=MIN_SPEED, le=MAX_SPEED)
+    speed: Speed = 1.0
     instructions: str | None = Field(None, description="Style instruction, up to text.max_style_chars (4096)")
     style: str | None = Field(None, description="Another name for instructions")
-    seed: int = Field(0, ge=0, le=MAX_SEED)
+    seed: Seed = 0
     stream_format: Literal["audio", "sse"] = Field(
         "audio", description="audio: the file; sse: speech.audio.delta events, then speech.audio.done"
     )
