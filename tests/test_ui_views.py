@@ -170,10 +170,8 @@ def test_a_click_resolves_its_form_once(
     cache off nothing is memoised: each resolution would decode the prompt again)."""
     resolved: list[object] = []
     decoded: list[object] = []
-    resolver, decode = service.resolver, service.voices.decoder.decode
-    resolve, resolve_convert = resolver.resolve, resolver.resolve_convert
-    monkeypatch.setattr(service.resolver, "resolve", lambda req: resolved.append(req) or resolve(req))
-    monkeypatch.setattr(service.resolver, "resolve_convert", lambda req: resolved.append(req) or resolve_convert(req))
+    resolve, decode = service.resolve, service.voices.decoder.decode
+    monkeypatch.setattr(service, "resolve", lambda req: resolved.append(req) or resolve(req))
     monkeypatch.setattr(service.voices.decoder, "decode", lambda src, **kw: decoded.append(src) or decode(src, **kw))
     handlers, quiet = Handlers(service, Path("hot.json")), {"progress": lambda *a, **k: None}
     prompt = str(testdata_dir / "zh_female_prompt.wav")
