@@ -141,6 +141,18 @@ class EspeakSynth:
         )  # fmt: skip
         return np.frombuffer(payload, dtype="<i2").astype(np.int16)
 
+    def ipa(self, texts: list[str], voice: str = "en-us") -> list[str]:
+        """espeak-ng's IPA of each text in ``voice``, multi-letter phonemes tied with
+        ``^`` (``a^ɪ``), stress marks kept, clauses joined by a space. One worker call for
+        the whole list; as reproducible as :meth:`synth`."""
+        if not texts:
+            return []
+        payload = self._call({"op": "ipa", "voice": voice, "items": list(texts)})
+        out = json.loads(payload.decode("utf-8"))
+        if not isinstance(out, list) or len(out) != len(texts):
+            raise EngineError("espeak-ng worker answered the IPA request with the wrong number of items")
+        return [str(item) for item in out]
+
     def close(self) -> None:
         """Stop the worker; later calls raise :class:`EngineError`."""
         with self._lock:
