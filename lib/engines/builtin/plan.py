@@ -63,7 +63,8 @@ class Plan:
         self.rng = rng
         #: Requested speaking rate relative to the base's normal rate.
         self.rate = float(speed) * effect.rate * seed_rate
-        wpm = _BASE_WPM * self.rate
+        # This order of products, as before Kokoro: the residual is exact to the last bit.
+        wpm = _BASE_WPM * speed * effect.rate * seed_rate
         self.wpm = int(np.clip(round(wpm), _MIN_WPM, _MAX_WPM))
         #: Duration factor left for the resynthesis (espeak: integer wpm).
         self.residual = self.wpm / wpm
