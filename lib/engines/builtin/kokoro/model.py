@@ -6,18 +6,19 @@ files are read, each checked against its SHA-256 (a damaged one is refused namin
 package to reinstall), joined, checked as a whole against the official export's hash and
 given to ``onnxruntime.InferenceSession`` as bytes (no file is written).
 
-Session options, and why:
+Session options, and why (measured on a clone of 9 sentences whose lengths change from call
+to call, as requests do; CPU seconds per second of audio, peak and after-call RSS):
 
-- ``enable_cpu_mem_arena=False``: the arena keeps the largest activations of any call
-  for ever (measured 642 MB vs 486 MB after 10 sentences, same speed);
-- glibc's mmap threshold is fixed at 1 MiB while the model is loaded: with its default
-  dynamic threshold, freed activation buffers stay in the heap, fragmented, and one call
-  on a 4 s sentence peaked at 1.03 GB RSS (8 s: 1.9 GB); with the fixed threshold the
-  same calls peak at 0.45-0.58 GB and give identical bytes;
+- onnxruntime's CPU arena on, shrunk at the end of every call (run option
+  ``memory.enable_memory_arena_shrinkage``): 0.70 CPU-s/s, peak 0.61 GB, 0.52 GB after.
+  Arena off: as fast, but glibc's heap fragments and one call peaks at 1.3-1.5 GB. Arena
+  off with a fixed mmap threshold: peak 0.72-0.78 GB, but 1.05-1.11 CPU-s/s (every call
+  faults its buffers in anew). Arena on without shrinking: 0.65-0.69 CPU-s/s, but the
+  peak is never given back (0.70 GB for good, more after a long sentence);
 - ``intra_op_num_threads``: ``builtin.threads``, or one per core this process may run
   on (at most 4: the graph has little parallel width beyond that); ``inter_op`` 1 and
-  sequential execution; no spinning (spinning threads burn a shared machine's CPU
-  between the small ops of this graph);
+  sequential execution; no spinning: waiting threads spinning between the graph's many
+  small ops cost 1.0 CPU-s/s instead of 0.69, a loss on a shared machine;
 - graph optimisations at ORT's default (all): measured bit-identical to basic.
 
 :meth:`KokoroModel.run` is thread-safe (``InferenceSession.run`` is), not serialised:
@@ -59,8 +60,6 @@ SAMPLE_RATE = 24_000
 #: Most phoneme ids one call takes (512 with the two pads; the voice packs have 510 rows).
 MAX_TOKENS = 510
 _MAX_THREADS = 4
-_M_MMAP_THRESHOLD = -3
-_MMAP_THRESHOLD_BYTES = 1 << 20
 
 
 class ModelDamagedError(EngineUnavailableError):
@@ -105,15 +104,6 @@ def thread_count(configured: int = 0) -> int:
     return max(1, min(cores, _MAX_THREADS))
 
 
-def _fix_mmap_threshold() -> None:
-    """Large blocks straight from mmap (see the module docstring); glibc only."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
-    except (OSError, AttributeError):  # pragma: no cover - not glibc
-        _LOGGER.debug("mallopt is not available; Kokoro's peak memory will be higher")
-
-
 def _trim_heap() -> None:
     with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
         ctypes.CDLL("libc.so.6").malloc_trim(0)
@@ -126,6 +116,7 @@ class KokoroModel:
         self._parts = parts
         self.threads = thread_count(threads)
         self._session: Any = None
+        self._run_options: Any = None
         self._lock = threading.Lock()
 
     @property
@@ -144,9 +135,8 @@ class KokoroModel:
             except ImportError as exc:  # pragma: no cover - find_install checked it
                 raise EngineUnavailableError("Kokoro needs onnxruntime; pip install -r requirements.txt") from exc
             data = join_parts(self._parts)
-            _fix_mmap_threshold()
             options = ort.SessionOptions()
-            options.enable_cpu_mem_arena = False
+            options.enable_cpu_mem_arena = True
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
             options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -155,6 +145,8 @@ class KokoroModel:
             session = ort.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])
             del data
             _trim_heap()
+            self._run_options = ort.RunOptions()
+            self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
             self._session = session
             _LOGGER.info("Kokoro-82M loaded (%d intra-op threads)", self.threads)
 
@@ -169,7 +161,7 @@ class KokoroModel:
             "style": np.ascontiguousarray(style, dtype=np.float32).reshape(1, 256),
             "speed": np.array([speed], dtype=np.float32),
         }
-        audio = self._session.run(None, feeds)[0]
+        audio = self._session.run(None, feeds, self._run_options)[0]
         out = np.asarray(audio, dtype=np.float32).reshape(-1)
         _trim_heap()
         return out
