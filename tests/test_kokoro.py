@@ -257,3 +257,19 @@ def test_bit_identical_across_processes_and_thread_counts(
     here = [digest(engine.synthesise(MIXED, v, style="", seed=7, speed=1.0, mode="cross_lingual").audio)
             for v in (female, engine.preset_voice("en-male"))]  # fmt: skip
     assert outputs[0] == outputs[1] == f"{here[0]}\n{here[1]}\nTrue\n"
+
+
+def test_base_is_configured_by_key_and_environment(tmp_path: Path) -> None:
+    from lib.config import load_config
+    from lib.errors import ConfigError
+
+    assert load_config(env={}).builtin.base == "kokoro"
+    assert load_config(env={"TTS_BUILTIN_BASE": "espeak"}).builtin.base == "espeak"
+    file = tmp_path / "config.yaml"
+    file.write_text("builtin:\n  base: espeak\n  threads: 2\n", encoding="utf-8")
+    config = load_config(file, env={})
+    assert (config.builtin.base, config.builtin.threads) == ("espeak", 2)
+    with pytest.raises(ConfigError, match=r"builtin\.base: use kokoro or espeak"):
+        load_config(env={"TTS_BUILTIN_BASE": "neural"})
+    with pytest.raises(ConfigError, match=r"builtin\.threads"):
+        BuiltinConfig(threads=-1)
