@@ -86,6 +86,10 @@ EN = [
     "Thank you for calling, have a nice day.",
 ]
 LEGACY_PRESETS = ["zh-female", "zh-male", "en-female", "en-male", "yue-female"]
+#: Voices whose prompt is English speech (their repositories say so): the WER of their clones
+#: is reported apart, since the others' frames come from Mandarin or unknown speech.
+EN_PROMPTS = ["openvoice_example", "openvoice_speaker0", "openvoice_speaker1", "openvoice_speaker2", "zonos_example",
+              "megatts3_en"]  # fmt: skip
 
 
 def _import_resemblyzer() -> Any:
@@ -255,7 +259,9 @@ def summary(
               f"identified {sum(x['id'] for x in full)}/{len(group)}; split: similarity "
               f"{np.mean([x['sim'] for x in ho]):.3f}, identified {sum(x['id'] for x in ho)}/{len(group)}")  # fmt: skip
         prompts = np.mean([prompt_range[n] for n in group])
-        print(f"  English WER of clones {np.mean([x['wer'] for x in r]):.3f}; F0 range "
+        en = [rows[n]["wer"] for n in group if n in EN_PROMPTS]
+        print(f"  English WER of clones {np.mean([x['wer'] for x in r]):.3f} (English prompts: "
+              f"{np.mean(en) if en else float('nan'):.3f} over {len(en)}); F0 range "
               f"{np.nanmean([x['f0_range'] for x in r]):.1f} st (prompts {prompts:.1f}); "
               f"convert {np.mean([x['convert'][0] for x in r]):.3f} to target vs "
               f"{np.mean([x['convert'][1] for x in r]):.3f} to source; "
