@@ -45,15 +45,13 @@ _jieba_dir: Path | None = None
 
 
 def configure_jieba(cache_dir: str | os.PathLike[str] | None) -> None:
-    """Put jieba's dictionary cache in ``<cache_dir>/jieba`` (0700); call before the
-    first reading. ``None`` leaves jieba's default (the system temp directory)."""
+    """Put jieba's dictionary cache in ``<cache_dir>/jieba`` (0700, made at the first
+    reading); call before the first reading. ``None`` leaves jieba's default (the system temp directory)."""
     global _jieba_dir
     if cache_dir is None:
         return
-    path = Path(cache_dir) / "jieba"
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
     with _lock:
-        _jieba_dir = path
+        _jieba_dir = Path(cache_dir) / "jieba"
 
 
 @functools.lru_cache(maxsize=1)
@@ -63,6 +61,8 @@ def _jieba() -> Any:
     jieba.setLogLevel(logging.WARNING)
     with _lock:
         if _jieba_dir is not None:
+            # Made here, at the first reading, not when the engine is built.
+            _jieba_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             jieba.dt.tmp_dir = str(_jieba_dir)
     jieba.initialize()
     return jieba
