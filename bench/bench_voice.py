@@ -11,8 +11,9 @@ Voices: ``../shared/testdata/voices/*.wav`` (2) and ``../shared/testdata/voices/
 (8), or ``$TTS_TESTDATA_DIR``. The split into a tuning half and a held-out half was fixed
 before any tuning (by language and pitch, so that both halves have Mandarin and English,
 high and low voices) and every design choice in ``lib/engines/builtin`` -- the espeak
-base's matching and, for the Kokoro base, the pitch analysis of its audio (``_DIO_SPEED``
-in ``plan.py``), the edge margins and the sentence gap -- was made on the TUNE half only:
+base's matching and, for the Kokoro base, the pitch analysis of its audio and keeping its
+unvoiced frames (``_DIO_SPEED``, ``_MATCH_UNVOICED`` in ``plan.py``) -- was made on the TUNE
+half only:
 
 - TUNE: zh_female_prompt, male_prompt, megatts3_zh, openvoice_example, openvoice_speaker2
 - HELD: sparktts_zh, megatts3_en, openvoice_speaker0, openvoice_speaker1, zonos_example
@@ -322,10 +323,14 @@ def main() -> None:
     parser.add_argument("--threads", default="2", help="comma-separated onnxruntime thread counts to time")
     parser.add_argument("--timing-only", action="store_true")
     parser.add_argument("--kokoro-dio-speed", type=int, help="tuning: DIO decimation on Kokoro audio (plan.py)")
+    parser.add_argument("--kokoro-match-unvoiced", choices=("yes", "no"),
+                        help="tuning: match Kokoro's unvoiced frames too, or keep its own (plan.py)")  # fmt: skip
     args = parser.parse_args()
     bases = [b.strip() for b in args.bases.split(",") if b.strip()]
     if args.kokoro_dio_speed:
         plan._DIO_SPEED["kokoro"] = args.kokoro_dio_speed
+    if args.kokoro_match_unvoiced:
+        plan._MATCH_UNVOICED["kokoro"] = args.kokoro_match_unvoiced == "yes"
     print(f"bench_voice: bases {', '.join(bases)}, load average {os.getloadavg()[0]:.2f} at start", flush=True)
     if not args.timing_only:
         names = {"all": TUNE + HELD, "tune": TUNE, "held": HELD}[args.voices]
