@@ -65,8 +65,46 @@ install_cosyvoice() {
     echo "$digest" >"$stamp"
 }
 
+# The Kokoro base's voice files (builtin.base: kokoro) from the npm registry: `npm pack
+# kokoro-js@1.2.1`, keep the voices listed in lib/engines/builtin/kokoro/voices.sha256 (the
+# Mandarin and English ones), check every file against that list, install them into
+# .venv/share/voice-tts/kokoro-js-1.2.1. Again only when the list changes (a stamp beside them).
+# Without npm, or when the registry cannot be reached, the app starts on the espeak base and
+# says how to install the rest; the start goes on.
+KOKORO_LIST=lib/engines/builtin/kokoro/voices.sha256
+KOKORO_DIR="$VENV/share/voice-tts/kokoro-js-1.2.1"
+install_kokoro_voices() {
+    local stamp="$KOKORO_DIR/.stamp" digest tmp list
+    list="$PWD/$KOKORO_LIST"
+    digest=$(sha256sum "$list" | cut -d' ' -f1)
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ] \
+        && grep -v '^#' "$list" | while read -r _ name; do [ -f "$KOKORO_DIR/$name" ] || exit 1; done; then
+        return 0
+    fi
+    if ! command -v npm >/dev/null 2>&1; then
+        log "warning: npm is not installed: the Kokoro voices cannot be fetched; the builtin engine will use espeak"
+        return 0
+    fi
+    log "fetching the Kokoro voices (npm pack kokoro-js@1.2.1)"
+    tmp=$(mktemp -d)
+    if ! (cd "$tmp" && npm pack --silent kokoro-js@1.2.1 >/dev/null 2>npm.log \
+          && tar -xzf kokoro-js-1.2.1.tgz package/voices \
+          && cd package/voices && grep -v '^#' "$list" | sha256sum --check --quiet --strict); then
+        log "warning: the Kokoro voices could not be fetched or did not match $KOKORO_LIST; the builtin engine will use espeak"
+        rm -rf "$tmp"
+        return 0
+    fi
+    mkdir -p "$KOKORO_DIR"
+    grep -v '^#' "$list" | while read -r _ name; do
+        install -m 0644 "$tmp/package/voices/$name" "$KOKORO_DIR/$name"
+    done
+    rm -rf "$tmp"
+    echo "$digest" >"$stamp"
+}
+
 run_tests() {
     install_requirements requirements-dev.txt requirements.txt
+    install_kokoro_voices
     if [ -f tests/install_cosyvoice.sh ] && { [ -n "${CI:-}" ] || [ "${TTS_TEST_COSYVOICE:-}" = 1 ]; }; then
         install_cosyvoice
     fi
@@ -92,6 +130,7 @@ if [ "${1:-}" = test ]; then
 fi
 
 install_requirements requirements.txt
+install_kokoro_voices
 
 # Creates the cache directory the app will use (config file, TTS_* variables, flags;
 # mode 0700) and picks out the flags that preload_cache.py shares (lib/cli.py lists them).

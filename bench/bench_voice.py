@@ -1,49 +1,58 @@
-"""Benchmark of the builtin engine's cloning on the 10 development voices.
+"""Benchmark of the builtin engine's cloning on the 10 development voices, Kokoro and espeak bases.
 
 Setup (bench only; not runtime requirements)::
 
     .venv/bin/pip install -r requirements-bench.txt
-    .venv/bin/python bench/bench_voice.py            # all 10 voices, 3 seeds (about 5 min)
-    .venv/bin/python bench/bench_voice.py --seeds 1  # quicker
+    .venv/bin/python bench/bench_voice.py                  # both bases, 1 seed (about 30 min on 2 cores)
+    .venv/bin/python bench/bench_voice.py --bases espeak   # the espeak base only (about 3 min)
+    .venv/bin/python bench/bench_voice.py --timing-only    # cost figures only (RTF, CPU, RSS)
 
 Voices: ``../shared/testdata/voices/*.wav`` (2) and ``../shared/testdata/voices/dev/*.flac``
-(8). The split into a tuning half and a held-out half was fixed before any tuning (by
-language and pitch, so that both halves have Mandarin and English, high and low voices)
-and every design choice in ``lib/engines/builtin`` was made on the TUNE half only:
+(8), or ``$TTS_TESTDATA_DIR``. The split into a tuning half and a held-out half was fixed
+before any tuning (by language and pitch, so that both halves have Mandarin and English,
+high and low voices) and every design choice in ``lib/engines/builtin`` -- the espeak
+base's matching and, for the Kokoro base, the pitch analysis of its audio and keeping its
+unvoiced frames (``_DIO_SPEED``, ``_MATCH_UNVOICED`` in ``plan.py``) -- was made on the TUNE
+half only:
 
 - TUNE: zh_female_prompt, male_prompt, megatts3_zh, openvoice_example, openvoice_speaker2
 - HELD: sparktts_zh, megatts3_en, openvoice_speaker0, openvoice_speaker1, zonos_example
 
-Measures, per voice and per half, medians over seeds (the seed varies rate and pitch):
+Measures, per base, per voice and per half, medians over seeds (the seed varies rate and pitch):
 
-- similarity: cosine of resemblyzer (GE2E) speaker embeddings, clone vs prompt (median
-  over the 9 sentences); "best preset" is the engine preset voice (zh-female, zh-male,
-  en-female, en-male, yue-female) with the highest median similarity to that prompt;
-  gain = clone - best preset;
-- identification: the mean embedding of a voice's clones is nearest its own prompt
-  among all 10 prompts;
-- held-out reference: the profile is built from the first 60 % of the prompt and
-  everything is scored against the last 40 % (facts.md: part of a pool method's gain
-  is the recording, not the speaker, and this takes it out);
+- similarity: cosine of resemblyzer (GE2E) speaker embeddings, clone vs prompt (median over
+  the 9 sentences); "best preset" is the best of the five named presets (zh-female, zh-male,
+  en-female, en-male, yue-female) for that prompt; gain = clone - best preset;
+- identification: the mean embedding of a voice's clones is nearest its own prompt among
+  all 10 prompts;
+- split variant: the profile is built from the first 60 % of the prompt and everything is
+  scored against the last 40 % (part of a pool method's gain is the recording, not the
+  speaker: this takes it out);
 - English word error rate (pocketsphinx 5, its bundled en-us model) of the cloned English
-  sentences, beside raw espeak-ng in the same base variant;
-- ceiling: WORLD analysis-resynthesis (DIO + StoneMask, CheapTrick, D4C) of the prompt;
-- convert mode: another voice's prompt (the next in the list, first 6 s) converted into
-  this voice: similarity to the target and to the source speaker;
-- RTF (synthesis wall and CPU time over output duration) and profile build time for a
-  10 s prompt (wall). Wall times include waiting for other processes on a shared
-  machine; CPU time does not (the espeak worker's CPU, about 0.002 RTF, is not in it).
+  sentences;
+- F0 range: 10th-90th percentile of the clones' voiced F0 in semitones (per voice, over its
+  sentences), beside the prompts' own;
+- ceiling: WORLD analysis-resynthesis of the prompt; convert mode: the next voice's prompt
+  (first 6 s) converted into this voice, similarity to the target and to the source.
+
+Cost (``--timing-runs``; each base in a fresh process, so that the bench's torch and
+resemblyzer are not in its memory): wall RTF and CPU seconds per second of audio of a
+clone of the 9 sentences (median over runs, model already loaded, first call excluded),
+the process's RSS after them and its peak (VmHWM), with the load average of the machine
+before and after: a shared machine's wall figures are only meaningful with it.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import json
 import logging
+import os
 import re
 import statistics
+import subprocess
 import sys
-import time
 import types
 from pathlib import Path
 from typing import Any
@@ -52,14 +61,16 @@ import numpy as np
 import soundfile as sf
 from scipy.signal import resample_poly
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 
-from lib.engines.builtin import BuiltinEngine
-from lib.engines.builtin.espeak import EspeakParams
+from lib.config import BuiltinConfig  # noqa: E402
+from lib.engines.builtin import BuiltinEngine, _world, plan  # noqa: E402
+from lib.engines.builtin.profile import pitch_stats  # noqa: E402
 
 _LOGGER = logging.getLogger(__name__)
 
-VOICES = Path(__file__).resolve().parents[1].parent / "shared" / "testdata" / "voices"
+VOICES = Path(os.environ.get("TTS_TESTDATA_DIR") or REPO.parent / "shared" / "testdata" / "voices")
 TUNE = ["zh_female_prompt", "male_prompt", "megatts3_zh", "openvoice_example", "openvoice_speaker2"]
 HELD = ["sparktts_zh", "megatts3_en", "openvoice_speaker0", "openvoice_speaker1", "zonos_example"]
 ZH = [
@@ -75,7 +86,11 @@ EN = [
     "Please take a number and wait for your turn.",
     "Thank you for calling, have a nice day.",
 ]
-PROFILE_RUNS = 5
+LEGACY_PRESETS = ["zh-female", "zh-male", "en-female", "en-male", "yue-female"]
+#: Voices whose prompt is English speech (their repositories say so): the WER of their clones
+#: is reported apart, since the others' frames come from Mandarin or unknown speech.
+EN_PROMPTS = ["openvoice_example", "openvoice_speaker0", "openvoice_speaker1", "openvoice_speaker2", "zonos_example",
+              "megatts3_en"]  # fmt: skip
 
 
 def _import_resemblyzer() -> Any:
@@ -151,6 +166,19 @@ def resynthesis(pcm: np.ndarray) -> np.ndarray:
     return np.asarray(pw.synthesize(f0, sp, ap, 16_000, 5.0))
 
 
+def f0_voiced(audio: np.ndarray, rate: int) -> np.ndarray:
+    x = np.asarray(audio, dtype=np.float64)
+    if x.dtype.kind == "i":
+        x = x / 32768.0
+    f0, _ = _world.f0_track(x, rate, 5.0)
+    return f0[f0 > 0]
+
+
+def f0_range(f0: np.ndarray) -> float:
+    stats = pitch_stats(f0, 0.005)
+    return stats.range_st if stats is not None else float("nan")
+
+
 def nearest(emb: list[np.ndarray], refs: dict[str, np.ndarray]) -> str:
     mean = np.mean(emb, axis=0)
     mean /= np.linalg.norm(mean)
@@ -161,104 +189,166 @@ def cos(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, default=3)
-    args = parser.parse_args()
-    seeds = list(range(args.seeds))
-    names = TUNE + HELD
-    scorer = Scorer()
-    engine = BuiltinEngine()
+def quality(base: str, names: list[str], seeds: list[int], scorer: Scorer, pcms: dict[str, np.ndarray],
+            refs: dict[str, dict[str, np.ndarray]]) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Per voice: similarity, identification (whole and split), WER, F0 range, convert."""
+    engine = BuiltinEngine(BuiltinConfig(base=base))
+    if engine.base != base:
+        raise SystemExit(f"the {base} base is not installed (./run.sh installs it)")
     rate = engine.sample_rate
-    pcms = {n: load_pcm(n) for n in names}
-    cut = {n: int(pcms[n].size * 0.6) for n in names}
-    ref_full = {n: scorer.embed(pcms[n], 16_000) for n in names}
-    ref_ho = {n: scorer.embed(pcms[n][cut[n] :], 16_000) for n in names}
     texts = ZH + EN
-
-    # Presets: the same sentences, median similarity per preset, best per voice.
-    preset_emb: dict[str, list[np.ndarray]] = {}
-    for preset in engine.presets():
-        voice = engine.preset_voice(preset)
-        preset_emb[preset] = [
-            scorer.embed(engine.synthesise(t, voice, style="", seed=0, speed=1.0, mode="preset").audio, rate)
-            for t in texts
-        ]
-
+    cut = {n: int(pcms[n].size * 0.6) for n in names}
+    preset_emb = {p: [scorer.embed(engine.synthesise(t, engine.preset_voice(p), style="", seed=0, speed=1.0,
+                                                     mode="preset").audio, rate) for t in texts]
+                  for p in LEGACY_PRESETS}  # fmt: skip
     rows: dict[str, dict[str, Any]] = {}
     for index, name in enumerate(names):
-        pcm = pcms[name]
-        voice_full = engine.extract_voice(pcm, "")
-        voice_ho = engine.extract_voice(pcm[: cut[name]], "")
-        row: dict[str, Any] = {"base": voice_full.params["base"], "blob_kb": len(voice_full.to_bytes()) / 1024}
-        for label, voice, refs in (("full", voice_full, ref_full), ("ho", voice_ho, ref_ho)):
-            best = max(statistics.median(cos(e, refs[name]) for e in embs) for embs in preset_emb.values())
-            sims_by_seed, embs, rtfs, cpus, wers = [], [], [], [], []
+        profiles = {"full": engine.extract_voice(pcms[name], ""),
+                    "ho": engine.extract_voice(pcms[name][: cut[name]], "")}  # fmt: skip
+        row: dict[str, Any] = {}
+        for label, voice in profiles.items():
+            ref = refs[label]
+            best = max(statistics.median(cos(e, ref[name]) for e in embs) for embs in preset_emb.values())
+            sims_by_seed, embs, wers, f0s = [], [], [], []
             for seed in seeds:
                 sims, seed_wers = [], []
                 for text in texts:
-                    start, cpu = time.perf_counter(), time.process_time()
-                    out = engine.synthesise(text, voice, style="", seed=seed, speed=1.0, mode="cross_lingual").audio
-                    seconds = out.size / rate
-                    rtfs.append((time.perf_counter() - start) / seconds)
-                    cpus.append((time.process_time() - cpu) / seconds)
-                    emb = scorer.embed(out, rate)
+                    result = engine.synthesise(text, voice, style="", seed=seed, speed=1.0, mode="cross_lingual")
+                    emb = scorer.embed(result.audio, rate)
                     embs.append(emb)
-                    sims.append(cos(emb, refs[name]))
-                    if label == "full" and text in EN:
-                        seed_wers.append(wer(text, scorer.transcribe(out, rate)))
+                    sims.append(cos(emb, ref[name]))
+                    if label == "full":
+                        f0s.append(f0_voiced(result.audio, rate))
+                        if text in EN:
+                            seed_wers.append(wer(text, scorer.transcribe(result.audio, rate)))
                 sims_by_seed.append(statistics.median(sims))
                 if seed_wers:
                     wers.append(float(np.mean(seed_wers)))
             sim = statistics.median(sims_by_seed)
-            row[label] = {"sim": sim, "preset": best, "gain": sim - best, "id": nearest(embs, refs) == name}
+            row[label] = {"sim": sim, "preset": best, "gain": sim - best, "id": nearest(embs, ref) == name}
             if label == "full":
                 row["wer"] = statistics.median(wers)
-                row["rtf"] = statistics.median(rtfs)
-                row["cpu_rtf"] = statistics.median(cpus)
-        base = str(voice_full.params["base"])
-        raw = [engine._espeak.synth(t, EspeakParams(f"en-us+{base}" if base else "en-us")) for t in EN]
-        row["raw_wer"] = float(np.mean([wer(t, scorer.transcribe(a.astype(np.float64) / 32768, rate))
-                                        for t, a in zip(EN, raw, strict=True)]))  # fmt: skip
-        row["ceiling"] = cos(scorer.embed(resynthesis(pcm), 16_000), ref_full[name])
-        source_name = names[(index + 1) % len(names)]
-        converted = engine.convert(pcms[source_name][: 6 * 16_000], voice_full, seed=0, speed=1.0).audio
-        conv_emb = scorer.embed(converted, rate)
-        row["convert"] = (cos(conv_emb, ref_full[name]), cos(conv_emb, ref_full[source_name]))
-        ten = np.resize(pcm, 10 * 16_000)
-        times = []
-        for _ in range(PROFILE_RUNS):
-            start = time.perf_counter()
-            engine.extract_voice(ten, "")
-            times.append(time.perf_counter() - start)
-        row["profile_s"] = statistics.median(times)
+                row["f0_range"] = f0_range(np.concatenate(f0s))
+                row["base_voice"] = profiles["full"].params.get("pitch_class", profiles["full"].params["base"])
+        source = names[(index + 1) % len(names)]
+        converted = engine.convert(pcms[source][: 6 * 16_000], profiles["full"], seed=0, speed=1.0).audio
+        conv = scorer.embed(converted, rate)
+        row["convert"] = (cos(conv, refs["full"][name]), cos(conv, refs["full"][source]))
         rows[name] = row
         f, h = row["full"], row["ho"]
-        print(f"{name:20s} base {base or 'default':3s} sim {f['sim']:.3f} preset {f['preset']:.3f} "
-              f"gain {f['gain']:+.3f} id {'Y' if f['id'] else 'n'} | held-out ref sim {h['sim']:.3f} "
-              f"gain {h['gain']:+.3f} id {'Y' if h['id'] else 'n'} | WER {row['wer']:.2f} raw {row['raw_wer']:.2f} | "
-              f"ceiling {row['ceiling']:.3f} | convert {row['convert'][0]:.3f} (source {row['convert'][1]:.3f}) | "
-              f"RTF {row['rtf']:.3f} cpu {row['cpu_rtf']:.3f} | profile {row['profile_s'] * 1000:.0f} ms, "
-              f"{row['blob_kb']:.0f} KiB", flush=True)  # fmt: skip
+        print(f"  [{base}] {name:20s} {row['base_voice']:6s} sim {f['sim']:.3f} (best preset {f['preset']:.3f}, "
+              f"gain {f['gain']:+.3f}) id {'Y' if f['id'] else 'n'} | split sim {h['sim']:.3f} id "
+              f"{'Y' if h['id'] else 'n'} | WER {row['wer']:.2f} | F0 range {row['f0_range']:.1f} st | convert "
+              f"{row['convert'][0]:.3f} (source {row['convert'][1]:.3f}) | load {os.getloadavg()[0]:.1f}",
+              flush=True)  # fmt: skip
     engine.close()
-    for label, group in (("all 10", names), ("TUNE", TUNE), ("HELD", HELD)):
-        print(f"\n== {label} ==")
-        for ref in ("full", "ho"):
-            r = [rows[n][ref] for n in group]
-            beats = sum(x["gain"] > 0 for x in r)
-            print(f"  scored vs {'whole prompt' if ref == 'full' else 'held-out 40 %'}: "
-                  f"sim {np.mean([x['sim'] for x in r]):.3f}, best preset {np.mean([x['preset'] for x in r]):.3f}, "
-                  f"gain {np.mean([x['gain'] for x in r]):+.3f}, beats preset {beats}/{len(r)}, "
-                  f"identified {sum(x['id'] for x in r)}/{len(r)}")  # fmt: skip
-        ceiling = np.mean([rows[n]["ceiling"] for n in group])
-        print(f"  English WER clone {np.mean([rows[n]['wer'] for n in group]):.3f} vs raw espeak "
-              f"{np.mean([rows[n]['raw_wer'] for n in group]):.3f}; ceiling {ceiling:.3f}; "
-              f"convert {np.mean([rows[n]['convert'][0] for n in group]):.3f} to target vs "
-              f"{np.mean([rows[n]['convert'][1] for n in group]):.3f} to source")  # fmt: skip
-        print(f"  RTF median {statistics.median(rows[n]['rtf'] for n in group):.3f} wall, "
-              f"{statistics.median(rows[n]['cpu_rtf'] for n in group):.3f} CPU; profile for 10 s: median "
-              f"{statistics.median(rows[n]['profile_s'] for n in group) * 1000:.0f} ms, "
-              f"max {max(rows[n]['profile_s'] for n in group) * 1000:.0f} ms")  # fmt: skip
+    return rows
+
+
+def summary(
+    base: str, rows: dict[str, dict[str, Any]], prompt_range: dict[str, float], ceiling: dict[str, float]
+) -> None:
+    for label, group in (("all 10", TUNE + HELD), ("TUNE", TUNE), ("HELD", HELD)):
+        group = [n for n in group if n in rows]
+        if not group:
+            continue
+        r = [rows[n] for n in group]
+        full, ho = [x["full"] for x in r], [x["ho"] for x in r]
+        print(f"== {base} base, {label} ({len(group)} voices) ==")
+        print(f"  similarity {np.mean([x['sim'] for x in full]):.3f} (best preset "
+              f"{np.mean([x['preset'] for x in full]):.3f}, gain {np.mean([x['gain'] for x in full]):+.3f}), "
+              f"identified {sum(x['id'] for x in full)}/{len(group)}; split: similarity "
+              f"{np.mean([x['sim'] for x in ho]):.3f}, identified {sum(x['id'] for x in ho)}/{len(group)}")  # fmt: skip
+        prompts = np.mean([prompt_range[n] for n in group])
+        en = [rows[n]["wer"] for n in group if n in EN_PROMPTS]
+        print(f"  English WER of clones {np.mean([x['wer'] for x in r]):.3f} (English prompts: "
+              f"{np.mean(en) if en else float('nan'):.3f} over {len(en)}); F0 range "
+              f"{np.nanmean([x['f0_range'] for x in r]):.1f} st (prompts {prompts:.1f}); "
+              f"convert {np.mean([x['convert'][0] for x in r]):.3f} to target vs "
+              f"{np.mean([x['convert'][1] for x in r]):.3f} to source; "
+              f"ceiling {np.mean([ceiling[n] for n in group]):.3f}")  # fmt: skip
+
+
+_TIMING_CHILD = """
+import json, os, sys, time
+sys.path.insert(0, {repo!r})
+import numpy as np
+from bench.bench_voice import EN, ZH, load_pcm
+from lib.config import BuiltinConfig
+from lib.engines.builtin import BuiltinEngine
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) / 1024
+engine = BuiltinEngine(BuiltinConfig(base={base!r}, threads={threads}))
+engine.warm()
+voice = engine.extract_voice(load_pcm("zh_female_prompt"), "")
+for text in ZH + EN:  # the first calls (allocations, caches) are not timed
+    engine.synthesise(text, voice, style="", seed=0, speed=1.0, mode="cross_lingual")
+load_before = os.getloadavg()[0]
+walls, cpus = [], []
+for run in range({runs}):
+    wall = cpu = seconds = 0.0
+    for text in ZH + EN:
+        t, c = time.perf_counter(), time.process_time()
+        audio = engine.synthesise(text, voice, style="", seed=run + 1, speed=1.0, mode="cross_lingual").audio
+        wall += time.perf_counter() - t
+        cpu += time.process_time() - c
+        seconds += audio.size / engine.sample_rate
+    walls.append(wall / seconds)
+    cpus.append(cpu / seconds)
+print(json.dumps({{"base": engine.base, "threads": {threads}, "rtf": sorted(walls)[len(walls) // 2],
+                  "cpu": sorted(cpus)[len(cpus) // 2], "rss": status("VmRSS:"), "hwm": status("VmHWM:"),
+                  "load_before": load_before, "load_after": os.getloadavg()[0], "audio_s": seconds}}))
+engine.close()
+"""
+
+
+def timing(base: str, threads: int, runs: int) -> dict[str, Any]:
+    code = _TIMING_CHILD.format(repo=str(REPO), base=base, threads=threads, runs=runs)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"  [{base}] {threads} thread(s): wall RTF {result['rtf']:.3f}, CPU {result['cpu']:.3f} s per s of audio, "
+          f"RSS {result['rss']:.0f} MB (peak {result['hwm']:.0f} MB) over {result['audio_s']:.0f} s of audio x {runs}; "
+          f"load average {result['load_before']:.2f} before, {result['load_after']:.2f} after", flush=True)  # fmt: skip
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bases", default="kokoro,espeak", help="comma-separated: kokoro, espeak")
+    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--voices", choices=("all", "tune", "held"), default="all")
+    parser.add_argument("--timing-runs", type=int, default=3, help="0 skips the cost figures")
+    parser.add_argument("--threads", default="2", help="comma-separated onnxruntime thread counts to time")
+    parser.add_argument("--timing-only", action="store_true")
+    parser.add_argument("--kokoro-dio-speed", type=int, help="tuning: DIO decimation on Kokoro audio (plan.py)")
+    parser.add_argument("--kokoro-match-unvoiced", choices=("yes", "no"),
+                        help="tuning: match Kokoro's unvoiced frames too, or keep its own (plan.py)")  # fmt: skip
+    args = parser.parse_args()
+    bases = [b.strip() for b in args.bases.split(",") if b.strip()]
+    if args.kokoro_dio_speed:
+        plan._DIO_SPEED["kokoro"] = args.kokoro_dio_speed
+    if args.kokoro_match_unvoiced:
+        plan._MATCH_UNVOICED["kokoro"] = args.kokoro_match_unvoiced == "yes"
+    print(f"bench_voice: bases {', '.join(bases)}, load average {os.getloadavg()[0]:.2f} at start", flush=True)
+    if not args.timing_only:
+        names = {"all": TUNE + HELD, "tune": TUNE, "held": HELD}[args.voices]
+        scorer = Scorer()
+        pcms = {n: load_pcm(n) for n in TUNE + HELD}
+        cut = {n: int(pcms[n].size * 0.6) for n in pcms}
+        refs = {"full": {n: scorer.embed(pcms[n], 16_000) for n in pcms},
+                "ho": {n: scorer.embed(pcms[n][cut[n]:], 16_000) for n in pcms}}  # fmt: skip
+        prompt_range = {n: f0_range(f0_voiced(pcms[n], 16_000)) for n in names}
+        ceiling = {n: cos(scorer.embed(resynthesis(pcms[n]), 16_000), refs["full"][n]) for n in names}
+        results = {base: quality(base, names, list(range(args.seeds)), scorer, pcms, refs) for base in bases}
+        for base, rows in results.items():
+            summary(base, rows, prompt_range, ceiling)
+    if args.timing_runs > 0:
+        print("== cost (fresh process per base; clone of the 9 sentences, model loaded) ==")
+        for base in bases:
+            for threads in [int(t) for t in args.threads.split(",")] if base == "kokoro" else [0]:
+                timing(base, threads, args.timing_runs)
 
 
 if __name__ == "__main__":

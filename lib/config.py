@@ -245,6 +245,15 @@ class BuiltinConfig:
 
     language: str = "auto"
     """``auto`` picks per run of script; or force ``cmn``, ``yue`` or ``en-us``."""
+    base: str = "kokoro"
+    """The voice the engine speaks with before the prompt's identity is matched on top:
+    ``kokoro`` (Kokoro-82M, a neural voice; used where it is installed, else ``espeak``
+    with one warning) or ``espeak`` (espeak-ng: fast, robotic). Part of the model version."""
+    kokoro_voices: str | None = None
+    """Folder of the Kokoro voice files (``kokoro-js`` 1.2.1 ``voices/*.bin``); null is
+    where ``./run.sh`` unpacks them, ``<venv>/share/voice-tts/kokoro-js-1.2.1``."""
+    threads: int = 0
+    """Threads of one Kokoro synthesis; 0 is one per CPU core the process may use (at most 4)."""
 
     def __post_init__(self) -> None:
         require(
@@ -252,6 +261,12 @@ class BuiltinConfig:
                 self.language in ("auto", "cmn", "yue", "en-us"),
                 f"builtin.language: use auto, cmn, yue or en-us, got {self.language!r}",
             ),
+            (self.base in ("kokoro", "espeak"), f"builtin.base: use kokoro or espeak, got {self.base!r}"),
+            (
+                self.kokoro_voices is None or bool(self.kokoro_voices.strip()),
+                "builtin.kokoro_voices: must not be empty; give a folder or leave it null",
+            ),
+            (0 <= self.threads <= 64, f"builtin.threads: must be 0 (one per core) to 64, got {self.threads}"),
         )
 
 

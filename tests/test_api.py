@@ -590,7 +590,8 @@ def test_unknown_route_and_method_are_json(client: httpx.Client) -> None:
 
 @pytest.mark.parametrize("text", [".", "-", "😀", "١٢٣"])
 def test_unspeakable_text_is_a_client_error_with_the_builtin_engine(tmp_path: Path, text: str) -> None:
-    config = load_config(env={}, overrides={"cache.dir": str(tmp_path / "c"), "voices.prewarm": False})
+    config = load_config(env={}, overrides={"cache.dir": str(tmp_path / "c"), "voices.prewarm": False,
+                                            "builtin.base": "espeak"})  # fmt: skip
     svc = TTSService(config)
     try:
         with LiveServer(create_app(svc)) as live, httpx.Client(base_url=live.url, timeout=60) as c:

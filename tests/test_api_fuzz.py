@@ -31,7 +31,7 @@ TOKEN = "fuzz-token"
 )
 def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     cache = Path(tmp_path_factory.mktemp("fuzz")) / "cache"
-    overrides = {"engine": request.param, "cache.dir": str(cache), "voices.prewarm": False}
+    overrides = {"engine": request.param, "cache.dir": str(cache), "voices.prewarm": False, "builtin.base": "espeak"}
     config = load_config(env={}, overrides=overrides)
     engine = ToneEngine(seconds_per_char=0.01) if request.param == "tone" else None
     service = TTSService(config, engine, admin_token=TOKEN)

@@ -92,7 +92,8 @@ def chromium() -> Path:
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, TTSService]]:
     """The real app on the builtin engine (shared by the tests of this module)."""
     cache = tmp_path_factory.mktemp("cache")
-    service = TTSService(load_config(env={}, overrides={"cache.dir": str(cache), "engine": "builtin"}))
+    service = TTSService(load_config(env={}, overrides={"cache.dir": str(cache), "engine": "builtin",
+                                                        "builtin.base": "espeak"}))  # fmt: skip
     try:
         with serving(webui.create_app(service), _port()) as url:
             yield url, service

@@ -28,7 +28,7 @@ ENGLISH = "Please take a number and wait for your turn."
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[BuiltinEngine]:
-    eng = BuiltinEngine(BuiltinConfig())
+    eng = BuiltinEngine(BuiltinConfig(base="espeak"))
     yield eng
     eng.close()
 

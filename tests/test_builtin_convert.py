@@ -27,7 +27,7 @@ SOURCE_SECONDS = 4
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[BuiltinEngine]:
-    eng = BuiltinEngine(BuiltinConfig())
+    eng = BuiltinEngine(BuiltinConfig(base="espeak"))
     yield eng
     eng.close()
 
@@ -107,8 +107,9 @@ import hashlib, sys
 sys.path.insert(0, {repo!r})
 from pathlib import Path
 from tests.test_builtin_engine import prompt_pcm
+from lib.config import BuiltinConfig
 from lib.engines.builtin import BuiltinEngine
-engine = BuiltinEngine()
+engine = BuiltinEngine(BuiltinConfig(base="espeak"))
 voice = engine.extract_voice(prompt_pcm(Path({target!r})), "")
 source = prompt_pcm(Path({source!r}))[: {samples}]
 print(hashlib.sha256(engine.convert(source, voice, seed=5, speed=1.25).audio.tobytes()).hexdigest())

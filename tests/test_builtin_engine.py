@@ -73,7 +73,7 @@ def voices_dir() -> Path:
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[BuiltinEngine]:
-    eng = BuiltinEngine(BuiltinConfig())
+    eng = BuiltinEngine(BuiltinConfig(base="espeak"))
     yield eng
     eng.close()
 
@@ -227,9 +227,10 @@ import hashlib, sys
 import numpy as np
 sys.path.insert(0, {repo!r})
 from tests.test_builtin_engine import prompt_pcm, say, SENTENCE_ZH
+from lib.config import BuiltinConfig
 from lib.engines.builtin import BuiltinEngine
 from pathlib import Path
-engine = BuiltinEngine()
+engine = BuiltinEngine(BuiltinConfig(base="espeak"))
 voice = engine.extract_voice(prompt_pcm(Path({prompt!r})), "")
 print(hashlib.sha256(say(engine, SENTENCE_ZH + " VIP.", voice, style="sad", seed=11).tobytes()).hexdigest())
 print(hashlib.sha256(voice.to_bytes()).hexdigest())
@@ -320,7 +321,7 @@ def test_noise_prompt_rejected(engine: BuiltinEngine) -> None:
 
 
 def test_forced_language() -> None:
-    engine = BuiltinEngine(BuiltinConfig(language="yue"))
+    engine = BuiltinEngine(BuiltinConfig(language="yue", base="espeak"))
     try:
         result = engine.synthesise("你好 world", engine.preset_voice("zh-female"), style="", seed=0, speed=1.0,
                                    mode="preset")

@@ -28,6 +28,7 @@ BUILTIN_PRESETS = {"zh-female", "zh-male", "en-female", "en-male"}
 
 def run_preload(*args: str, cache: Path, engine: str = "tone", timeout: float = 240) -> tuple[int, str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_")}
+    env["TTS_BUILTIN_BASE"] = "espeak"  # the fast suite's base (docs/kokoro.md)
     proc = subprocess.run(
         [sys.executable, str(REPO / "preload_cache.py"), "--cache-dir", str(cache), "--engine", engine, *args],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout,
@@ -154,6 +155,7 @@ def test_killed_midway_then_rerun_leaves_a_consistent_cache(tmp_path: Path) -> N
     )  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_")}
     env["TTS_CACHE_LOCK_LEASE"] = "2"  # a killed holder blocks its key at most 2 s
+    env["TTS_BUILTIN_BASE"] = "espeak"  # 120 phrases: Kokoro would take minutes
     command = [sys.executable, str(REPO / "preload_cache.py"), "--phrases", str(phrases), "--cache-dir", str(cache)]
     proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     watcher = TTSService(load_config(env={}, overrides={"cache.dir": str(cache), "engine": "tone"}))

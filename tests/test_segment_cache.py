@@ -221,6 +221,7 @@ def test_builtin_paragraph_is_deterministic_and_levelled(tmp_path: Path) -> None
 
 
 def _builtin() -> Any:
+    from lib.config import BuiltinConfig
     from lib.engines.builtin import BuiltinEngine
 
-    return BuiltinEngine()
+    return BuiltinEngine(BuiltinConfig(base="espeak"))

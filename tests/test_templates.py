@@ -351,12 +351,13 @@ svc.close()
 
 
 def test_builtin_ticket_call_is_real_speech_from_pieces(tmp_path: Path) -> None:
+    from lib.config import BuiltinConfig
     from lib.engines.builtin import BuiltinEngine
 
     svc = TTSService(
         load_config(env={"TTS_TEMPLATES_FILE": str(REPO / "hot_phrases.json")},
                     overrides={"cache.dir": str(tmp_path / "cache"), "voices.prewarm": False}),
-        BuiltinEngine(),
+        BuiltinEngine(BuiltinConfig(base="espeak")),
     )  # fmt: skip
     try:
         report = preload(svc, [], templates=svc.templates.templates(), caller=LOCAL)

@@ -29,7 +29,7 @@ from lib.ui.handlers import Handlers
 
 
 def _config(cache: Path, engine: str) -> AppConfig:
-    return load_config(env={}, overrides={"cache.dir": str(cache), "engine": engine})
+    return load_config(env={}, overrides={"cache.dir": str(cache), "engine": engine, "builtin.base": "espeak"})
 
 
 @pytest.fixture

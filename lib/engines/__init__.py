@@ -33,7 +33,7 @@ def create_engine(config: AppConfig) -> Engine:
     if name == "builtin":
         from lib.engines.builtin import BuiltinEngine
 
-        builtin: Engine = BuiltinEngine(config.builtin)
+        builtin: Engine = BuiltinEngine(config.builtin, cache_dir=config.cache.dir)
         return builtin
     if name == "cosyvoice":
         from lib.engines.cosyvoice import CosyVoiceEngine

@@ -1,27 +1,31 @@
-"""The built-in offline voice-cloning engine: espeak-ng speech, rebuilt from a prompt's frames.
+"""The built-in offline voice-cloning engine: a base voice, rebuilt from a prompt's frames.
 
-Pipeline per request: parse the style (:mod:`.style`), split the text into sentences
-and runs of one script and language (:mod:`.lang`), speak each run with espeak-ng
-(:mod:`.espeak`) in the profile's base variant, then per sentence rebuild every frame
-from the nearest frames of the prompt (:mod:`.convert`, prompt voices only) and shape
-the level. Profiles, with the prompt's frame pool, come from :mod:`.profile`. Each
-sentence is rendered independently, so :meth:`BuiltinEngine.stream` yields sentences
-and their concatenation is exactly :meth:`BuiltinEngine.synthesise`.
+Two bases (``builtin.base``):
+
+- ``kokoro`` (the default where it is installed, :mod:`.kokoro`): Kokoro-82M, a neural
+  voice, speaks the text's reading (:class:`lib.text.Reading`) sentence by sentence -- a
+  fixed Kokoro voice per sentence language and prompt pitch class, or the preset's own
+  voice -- at 24 kHz, edges trimmed;
+- ``espeak``: espeak-ng speaks runs of one script and language (:mod:`.lang`,
+  :mod:`.espeak`) in the profile's variant, at 22.05 kHz. It is the fallback when Kokoro
+  is not installed (with one warning) and the fast test suite's base.
+
+Then, per sentence, every frame of a prompt voice is rebuilt from the nearest frames of
+the prompt (:mod:`.convert`) and the level is shaped (:mod:`.matching`). Profiles, with
+the prompt's frame pool, come from :mod:`.profile`; per-request prosody from
+:mod:`.plan`; presets from :mod:`.presets`. Each sentence is rendered independently, so
+:meth:`BuiltinEngine.stream` yields sentences and their concatenation is exactly
+:meth:`BuiltinEngine.synthesise`.
 
 Convert mode (:meth:`BuiltinEngine.convert`, speech to speech) runs the same frame
-transfer on a recording instead of espeak's reading: the recording's words and timing,
-the voice's frames and pitch. A preset voice has a pool too, analysed once per engine
-from espeak reading a calibration text in that preset's variant.
+transfer on a recording instead of the base's reading. A preset voice has a pool too,
+analysed once per engine from its base reading a calibration text.
 
-Seed: a ``numpy`` Generator seeded from the request's seed draws a small prosody
-variation -- a speaking-rate factor (about +-3 %) and a pitch offset for the request
-(about +-0.4 semitone), and per run of text an espeak pitch and range offset, which
-varies the contour from phrase to phrase. No global random state is used.
-
-Determinism: espeak-ng runs in a fresh fork for every run (see :mod:`.espeak`), and the
+Determinism: espeak-ng runs in a fresh fork for every call (see :mod:`.espeak`), Kokoro's
+graph has no random ops (bit-identical across processes and thread counts), and the
 matching is single-threaded float64 WORLD/numpy DSP whose random generator is reseeded
 in every call (see :mod:`._world`), so identical requests give identical bytes in any
-process. Both espeak and WORLD keep global state, so calls are serialised.
+process.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -42,21 +46,28 @@ from lib.engines.builtin import _world
 from lib.engines.builtin.convert import Prosody, transfer
 from lib.engines.builtin.defuse import defuse
 from lib.engines.builtin.espeak import ESPEAK_SAMPLE_RATE, EspeakParams, EspeakSynth
-from lib.engines.builtin.lang import speakable, split_runs, split_sentences
-from lib.engines.builtin.matching import change_duration, shape_level
+from lib.engines.builtin.kokoro import resolve_base
+from lib.engines.builtin.kokoro._interim_reading import configure_jieba, interim_read
+from lib.engines.builtin.kokoro.phonemes import Sentence
+from lib.engines.builtin.kokoro.render import SAMPLE_RATE, KokoroBase
+from lib.engines.builtin.lang import has_cantonese, speakable, split_runs, split_sentences
+from lib.engines.builtin.matching import shape_level
+from lib.engines.builtin.plan import Plan, voice_name
 from lib.engines.builtin.pool import FRAME_PERIOD_MS, FramePool, build_pool
+from lib.engines.builtin.presets import preset_names, preset_params
 from lib.engines.builtin.profile import FEMALE_THRESHOLD_HZ, analyse_prompt, check_speech
-from lib.engines.builtin.style import StyleEffect, parse_style
-from lib.errors import EngineError, NotFoundError, PromptAudioError, ValidationError
+from lib.engines.builtin.style import parse_style
+from lib.errors import EngineError, PromptAudioError, ValidationError
+from lib.text.tokens import Reading
 
 __all__ = ["BuiltinEngine"]
 
 _LOGGER = logging.getLogger(__name__)
 
-#: Bump whenever the audio for the same request changes.
+#: Bump whenever the audio for the same request changes (espeak base).
 _ALGORITHM_VERSION = "builtin-3"
-
-_FEMALE, _MALE = "f2", ""
+#: The same for the Kokoro base.
+_KOKORO_ALGORITHM_VERSION = "builtin-kokoro-1"
 #: espeak variants that prompt voices are read in (female, male), chosen by the prompt's
 #: median pitch. A per-prompt search was measured on the tuning voices: the best variant
 #: differs by voice (megatts3_zh 0.666 with m2 vs 0.602 with m1; zh_female 0.755 with f1
@@ -64,55 +75,74 @@ _FEMALE, _MALE = "f2", ""
 #: tried, the mean nearest-frame distance to the pool, picked the best variant for 1 of 3
 #: voices; so the choice stays by pitch.
 _PROMPT_FEMALE, _PROMPT_MALE = "f2", "m1"
-#: name -> (espeak language of Han runs or None for the default, espeak variant)
-_PRESETS: dict[str, tuple[str | None, str]] = {
-    "zh-female": ("cmn", _FEMALE),
-    "zh-male": ("cmn", _MALE),
-    "en-female": (None, _FEMALE),
-    "en-male": (None, _MALE),
-    "yue-female": ("yue", _FEMALE),
-}
 #: What a preset voice's pool is analysed from (convert mode into a preset voice).
 _CALIBRATION_TEXTS = (
     ("cmn", "我们今天下午一起去公园散步，那里的风景非常美丽。请大家排好队，按顺序进入会场。"),
     ("en-us", "Please have your ticket ready. The weather today is sunny with a light breeze from the north."),
 )
-_BASE_WPM = 175
-_MIN_WPM, _MAX_WPM = 80, 450
-#: Below this rate residual a preset's espeak audio is used as it is (a resynthesis
-#: would change the voice for an inaudible 0.3 % of duration from rounding the rate).
-_PRESET_STRETCH_TOLERANCE = 0.02
 _EDGE_SILENCE = int(0.04 * ESPEAK_SAMPLE_RATE)
+#: Silence after every sentence but the last (Kokoro base; espeak keeps its own).
+_SENTENCE_GAP = 0.3
+
+Reader = Callable[[str], Reading]
 
 
 class BuiltinEngine:
-    """espeak-ng + closed-form voice matching; implements :class:`lib.engines.base.Engine`."""
+    """A base voice + closed-form voice matching; implements :class:`lib.engines.base.Engine`."""
 
     name = "builtin"
-    sample_rate = ESPEAK_SAMPLE_RATE
     modes = frozenset(MODES)
     style_modes = frozenset(MODES)
 
-    def __init__(self, config: BuiltinConfig | None = None) -> None:
+    def __init__(
+        self, config: BuiltinConfig | None = None, *, cache_dir: str | None = None, reader: Reader | None = None
+    ) -> None:
+        """``cache_dir``: the app's cache directory (jieba's dictionary cache goes there);
+        ``reader``: text -> :class:`Reading` (the interim reader until ``lib.text.read``)."""
         self._config = config or BuiltinConfig()
         self._espeak = EspeakSynth()
-        version = f"{_ALGORITHM_VERSION}+espeak-{self._espeak.version}+world-{_world.version()}"
+        self._read: Reader = reader or interim_read
+        world = f"espeak-{self._espeak.version}+world-{_world.version()}"
+        self.base, install = resolve_base(self._config.base, self._config.kokoro_voices)
+        self._kokoro: KokoroBase | None = None
+        if install is not None:
+            configure_jieba(cache_dir)
+            self._kokoro = KokoroBase(install, self._espeak, threads=self._config.threads, interim=reader is None)
+            version = f"{_KOKORO_ALGORITHM_VERSION}+{self._kokoro.version}+{world}"
+            self.sample_rate = SAMPLE_RATE
+            # Load the model in the background: the app starts at once, and the first
+            # request finds it loaded (or waits for the rest of the load only).
+            threading.Thread(target=self._warm, name="kokoro-load", daemon=True).start()
+        else:
+            version = f"{_ALGORITHM_VERSION}+{world}"
+            self.sample_rate = ESPEAK_SAMPLE_RATE
         if self._config.language != "auto":
             version += f"+lang-{self._config.language}"
         self.model_version = version
         self._dsp_lock = threading.Lock()
         self._preset_pools: dict[str, FramePool] = {}
 
+    def _warm(self) -> None:
+        try:
+            self.warm()
+        except Exception as exc:  # reported again by the request that needs the model
+            _LOGGER.warning("the Kokoro model did not load: %s", exc)
+
+    def warm(self) -> None:
+        """Load and check the Kokoro model now (it loads in the background anyway)."""
+        if self._kokoro is not None:
+            self._kokoro.load()
+
     # --- voices ------------------------------------------------------------------------
 
+    def _kokoro_names(self) -> list[str] | None:
+        return self._kokoro.voices.names if self._kokoro is not None else None
+
     def presets(self) -> list[str]:
-        return sorted(_PRESETS)
+        return preset_names(self._kokoro_names())
 
     def preset_voice(self, name: str) -> VoiceProfile:
-        if name not in _PRESETS:
-            raise NotFoundError(f"unknown preset voice {name!r}; use one of {', '.join(sorted(_PRESETS))}")
-        han, variant = _PRESETS[name]
-        return VoiceProfile(self.name, self.model_version, "preset", {"preset": name, "han": han, "base": variant})
+        return VoiceProfile(self.name, self.model_version, "preset", preset_params(name, self._kokoro_names()))
 
     def extract_voice(self, prompt_pcm: NDArray[Any], prompt_text: str) -> VoiceProfile:
         pcm = np.asarray(prompt_pcm)
@@ -121,19 +151,21 @@ class BuiltinEngine:
         with self._dsp_lock:
             stats, pool = analyse_prompt(pcm, PROMPT_SAMPLE_RATE)
         median_hz = 2.0 ** (stats.median_st / 12.0)
-        base = _PROMPT_FEMALE if median_hz > FEMALE_THRESHOLD_HZ else _PROMPT_MALE
-        params = {
-            "base": base,
+        female = median_hz > FEMALE_THRESHOLD_HZ
+        params: dict[str, Any] = {"base": _PROMPT_FEMALE if female else _PROMPT_MALE}
+        if self._kokoro is not None:
+            params["pitch_class"] = "female" if female else "male"
+        params.update({
             "f0_median_hz": round(median_hz, 3),
             "f0_range_st": round(stats.range_st, 4),
             "voiced_seconds": round(stats.voiced_seconds, 2),
             "pool": pool.params(),
-        }
+        })  # fmt: skip
         _LOGGER.debug("extracted voice profile %s", params)
         return VoiceProfile(self.name, self.model_version, "prompt", params, pool.to_blob())
 
     def _pool(self, voice: VoiceProfile) -> FramePool:
-        """The frame pool of a prompt profile, or of a preset's base variant."""
+        """The frame pool of a prompt profile, or of a preset's base voice."""
         if voice.kind == "prompt":
             try:
                 return FramePool.from_stored(dict(voice.params["pool"]), voice.blob)
@@ -141,37 +173,52 @@ class BuiltinEngine:
                 raise ValidationError(
                     f"voice profile has no usable frame pool ({exc}); extract the voice again"
                 ) from exc
+        if voice.params.get("kokoro"):
+            return self._preset_pool(f"kokoro:{voice.params['kokoro']}")
         return self._preset_pool(str(voice.params.get("base", "")))
 
-    def _preset_pool(self, variant: str) -> FramePool:
-        """Pool of an espeak variant, from the calibration texts; once per engine."""
+    def _preset_pool(self, key: str) -> FramePool:
+        """Pool of a preset's base voice (an espeak variant, or ``kokoro:<voice>``) from
+        the calibration texts; once per engine."""
         with self._dsp_lock:
-            if variant in self._preset_pools:
-                return self._preset_pools[variant]
-        pcm = np.concatenate([self._espeak.synth(text, EspeakParams(_voice_name(lang, variant)))
-                              for lang, text in _CALIBRATION_TEXTS])  # fmt: skip
-        x = pcm.astype(np.float64) / 32768.0
+            if key in self._preset_pools:
+                return self._preset_pools[key]
+        if key.startswith("kokoro:") and self._kokoro is not None:
+            rate = self.sample_rate
+            pieces = []
+            for _, text in _CALIBRATION_TEXTS:
+                for sentence in self._kokoro.sentences(self._read(text)):
+                    pieces.append(self._kokoro.say(sentence, key.removeprefix("kokoro:"), 1.0)[0])
+            x = np.concatenate(pieces)
+        else:
+            rate = ESPEAK_SAMPLE_RATE
+            pcm = np.concatenate([self._espeak.synth(text, EspeakParams(voice_name(lang, key)))
+                                  for lang, text in _CALIBRATION_TEXTS])  # fmt: skip
+            x = pcm.astype(np.float64) / 32768.0
         with self._dsp_lock:
-            f0, times = _world.f0_track(x, ESPEAK_SAMPLE_RATE, FRAME_PERIOD_MS)
-            pool = build_pool(x, ESPEAK_SAMPLE_RATE, f0, times)
+            f0, times = _world.f0_track(x, rate, FRAME_PERIOD_MS)
+            pool = build_pool(x, rate, f0, times)
             if pool is None:  # pragma: no cover - the calibration texts are mostly voiced
-                raise EngineError(f"could not analyse the espeak base voice {variant!r}")
-            self._preset_pools[variant] = pool
+                raise EngineError(f"could not analyse the base voice {key!r}")
+            self._preset_pools[key] = pool
         return pool
 
     # --- synthesis ---------------------------------------------------------------------
 
     def synthesise(
-        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
-    ) -> Synthesis:
-        info, chunks = self._render(text, voice, style=style, seed=seed, speed=speed, mode=mode)
+        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str,
+        reading: Reading | None = None,
+    ) -> Synthesis:  # fmt: skip
+        """``reading``: the text's reading from the front end (made here when None)."""
+        info, chunks = self._render(text, voice, style=style, seed=seed, speed=speed, mode=mode, reading=reading)
         audio = np.concatenate(list(chunks)).astype(np.float32, copy=False)
         return Synthesis(audio, info)
 
     def stream(
-        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
-    ) -> Iterator[NDArray[Any]]:
-        _, chunks = self._render(text, voice, style=style, seed=seed, speed=speed, mode=mode)
+        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str,
+        reading: Reading | None = None,
+    ) -> Iterator[NDArray[Any]]:  # fmt: skip
+        _, chunks = self._render(text, voice, style=style, seed=seed, speed=speed, mode=mode, reading=reading)
         yield from chunks
 
     def close(self) -> None:
@@ -205,25 +252,25 @@ class BuiltinEngine:
         seed_pitch = float(np.clip(rng.normal(0.0, 0.4), -1.0, 1.0))
         # The recording is brought to the output rate first; above its 8 kHz band edge
         # there is nothing, and the transfer keeps it so.
-        up = resample_poly(x, ESPEAK_SAMPLE_RATE // 50, PROMPT_SAMPLE_RATE // 50)
+        rate = self.sample_rate
+        up = resample_poly(x, rate // 50, PROMPT_SAMPLE_RATE // 50)
         with self._dsp_lock:
-            f0, _ = _world.f0_track(up, ESPEAK_SAMPLE_RATE, FRAME_PERIOD_MS)
+            f0, _ = _world.f0_track(up, rate, FRAME_PERIOD_MS)
             if int((f0 > 0).sum()) < 20:
                 raise PromptAudioError(
                     "source audio has no voiced speech to convert; upload a recording of a person speaking"
                 )
-            y = transfer(up, ESPEAK_SAMPLE_RATE, pool, Prosody(pitch_st=seed_pitch, duration_factor=1.0 / float(speed)),
-                         dio_speed=1)  # fmt: skip
+            y = transfer(up, rate, pool, Prosody(pitch_st=seed_pitch, duration_factor=1.0 / float(speed)), dio_speed=1)
         out = shape_level(y, 1.0)
         if not np.all(np.isfinite(out)) or out.size == 0:
             raise EngineError("the builtin engine produced invalid samples")
-        info = {"base_voice": str(voice.params.get("base", "")),
-                "source_seconds": round(x.size / PROMPT_SAMPLE_RATE, 3)}  # fmt: skip
-        return Synthesis(out, info)
+        base = str(voice.params.get("kokoro") or voice.params.get("base", ""))
+        return Synthesis(out, {"base_voice": base, "source_seconds": round(x.size / PROMPT_SAMPLE_RATE, 3)})
 
     def _render(
-        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
-    ) -> tuple[dict[str, Any], Iterator[NDArray[Any]]]:
+        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str,
+        reading: Reading | None,
+    ) -> tuple[dict[str, Any], Iterator[NDArray[Any]]]:  # fmt: skip
         """Validate the request, then return its info and a lazy per-sentence renderer."""
         if mode not in MODES:
             raise ValidationError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
@@ -231,11 +278,10 @@ class BuiltinEngine:
             raise ValidationError(f"voice profile was made by engine {voice.engine!r}, not {self.name!r}")
         if not (isinstance(speed, (int, float)) and math.isfinite(speed) and speed > 0):
             raise ValidationError(f"speed must be a positive number, got {speed!r}")
-        sentences = split_sentences(text)
-        if not sentences:
+        if not split_sentences(text):
             raise ValidationError("text is empty; give some text to speak")
         if not speakable(text):
-            # Nothing espeak can read (punctuation, emoji, other scripts): a client
+            # Nothing the engine can read (punctuation, emoji, other scripts): a client
             # error, not an engine failure.
             raise ValidationError(
                 "text: has nothing the builtin engine can speak; it reads Chinese (Mandarin, Cantonese) "
@@ -243,38 +289,71 @@ class BuiltinEngine:
             )
         effect = parse_style(style)
         rng = np.random.default_rng(int(seed) % 2**64)
-        seed_rate = float(np.clip(np.exp(rng.normal(0.0, 0.03)), 0.94, 1.06))
-        seed_pitch = float(np.clip(rng.normal(0.0, 0.4), -1.0, 1.0))
-        wpm = _BASE_WPM * speed * effect.rate * seed_rate
-        espeak_wpm = int(np.clip(round(wpm), _MIN_WPM, _MAX_WPM))
-        plan = _Plan(
-            pool=self._pool(voice) if voice.kind == "prompt" else None,
-            params=dict(voice.params),
-            effect=effect,
-            wpm=espeak_wpm,
-            residual=espeak_wpm / wpm,
-            seed_pitch=seed_pitch,
-        )
-        han = self._config.language if self._config.language != "auto" else plan.params.get("han") or "auto"
-        runs_per_sentence = [split_runs(s, han) for s in sentences]
+        params = dict(voice.params)
+        plan_base = "kokoro" if self._speaks_kokoro(text, params) else "espeak"
+        pool = self._pool(voice) if voice.kind == "prompt" else None
+        plan = Plan(pool=pool, params=params, effect=effect, speed=speed, rng=rng, base=plan_base)
         info: dict[str, Any] = {
             "ignored_style_words": list(effect.ignored),
             "style_words": list(effect.words),
-            "languages": sorted({lang for runs in runs_per_sentence for lang, _ in runs}),
-            "base_voice": plan.params.get("base", ""),
-            "sentences": len(sentences),
+            "base": plan_base,
         }
-        return info, self._sentences(runs_per_sentence, plan, rng)
+        if plan_base == "kokoro":
+            return info, self._kokoro_sentences(reading or self._read(text), plan, info)
+        han = self._config.language if self._config.language != "auto" else params.get("han") or "auto"
+        runs_per_sentence = [split_runs(s, han) for s in split_sentences(text)]
+        info["languages"] = sorted({lang for runs in runs_per_sentence for lang, _ in runs})
+        info["base_voice"] = params.get("base", "")
+        info["sentences"] = len(runs_per_sentence)
+        return info, self._espeak_sentences(runs_per_sentence, plan)
 
-    def _sentences(
-        self, runs_per_sentence: list[list[tuple[str, str]]], plan: _Plan, rng: np.random.Generator
+    def _speaks_kokoro(self, text: str, params: dict[str, Any]) -> bool:
+        """Whether this request is read by Kokoro: the base is kokoro, and neither the
+        preset (yue-female) nor the text (written Cantonese, ``builtin.language: yue``)
+        asks for Cantonese, which only espeak-ng speaks."""
+        if self._kokoro is None or params.get("han") or self._config.language == "yue":
+            return False
+        return params.get("kokoro") is not None or not (self._config.language == "auto" and has_cantonese(text))
+
+    def _kokoro_sentences(self, reading: Reading, plan: Plan, info: dict[str, Any]) -> Iterator[NDArray[Any]]:
+        kokoro = self._kokoro
+        if kokoro is None:  # pragma: no cover - _speaks_kokoro checked it
+            raise EngineError("the Kokoro base is not installed")
+        sentences = kokoro.sentences(reading)
+        if self._config.language == "en-us":
+            sentences = [Sentence(s.chunks, "en") for s in sentences]
+        kinds = {t.kind for t in reading.tokens}
+        info["languages"] = sorted({"cmn" if k == "zh" else "en-us" for k in kinds if k != "pause"})
+        voices = [plan.kokoro_voice(s.language) for s in sentences]
+        info["base_voice"] = "+".join(dict.fromkeys(voices))
+        info["sentences"] = len(sentences)
+        return self._kokoro_audio(kokoro, sentences, voices, plan)
+
+    def _kokoro_audio(
+        self, kokoro: KokoroBase, sentences: list[Sentence], voices: list[str], plan: Plan
     ) -> Iterator[NDArray[Any]]:
+        gap = np.zeros(int(_SENTENCE_GAP * self.sample_rate), dtype=np.float32)
+        produced = False
+        for i, (sentence, name) in enumerate(zip(sentences, voices, strict=True)):
+            x, residual = kokoro.say(sentence, name, plan.rate)
+            if x.size == 0:
+                continue
+            with self._dsp_lock:
+                x = plan.transform(x, self.sample_rate, residual)
+            out = shape_level(x, plan.effect.energy)
+            if not np.all(np.isfinite(out)):
+                raise EngineError("the builtin engine produced invalid samples")
+            produced = True
+            yield np.concatenate([out, gap]) if i < len(sentences) - 1 else out
+        if not produced:
+            yield np.zeros(int(0.2 * self.sample_rate), dtype=np.float32)
+
+    def _espeak_sentences(self, runs_per_sentence: list[list[tuple[str, str]]], plan: Plan) -> Iterator[NDArray[Any]]:
         produced = False
         for runs in runs_per_sentence:
             pieces = []
             for i, (lang, chunk) in enumerate(runs):
-                params = plan.espeak_params(lang, rng)
-                pcm = self._espeak.synth(defuse(chunk), params)
+                pcm = self._espeak.synth(defuse(chunk), plan.espeak_params(lang))
                 pieces.append(_trim(pcm, lead=i > 0, tail=i < len(runs) - 1))
             if not pieces:
                 continue
@@ -282,66 +361,18 @@ class BuiltinEngine:
             if x.size == 0:
                 continue
             with self._dsp_lock:
-                x = plan.transform(x)
+                x = plan.transform(x, ESPEAK_SAMPLE_RATE, plan.residual)
             out = shape_level(x, plan.effect.energy)
             if not np.all(np.isfinite(out)):
                 raise EngineError("the builtin engine produced invalid samples")
+            if self.sample_rate != ESPEAK_SAMPLE_RATE:
+                # Cantonese on the Kokoro base: espeak's audio at the engine's rate.
+                out = resample_poly(out, self.sample_rate // 150, ESPEAK_SAMPLE_RATE // 150).astype(np.float32)
             produced = True
             yield out
         if not produced:
             # Text of punctuation only: a short silence rather than nothing.
-            yield np.zeros(int(0.2 * ESPEAK_SAMPLE_RATE), dtype=np.float32)
-
-
-class _Plan:
-    """Per-request prosody decisions, shared by all sentences of the request."""
-
-    def __init__(
-        self,
-        *,
-        pool: FramePool | None,
-        params: dict[str, Any],
-        effect: StyleEffect,
-        wpm: int,
-        residual: float,
-        seed_pitch: float,
-    ) -> None:
-        self.pool = pool
-        self.prompt = pool is not None
-        self.params = params
-        self.effect = effect
-        self.wpm = wpm
-        self.residual = residual
-        self.seed_pitch = seed_pitch
-
-    def espeak_params(self, lang: str, rng: np.random.Generator) -> EspeakParams:
-        """espeak parameters of one run; draws the run's seed variation from ``rng``."""
-        pitch = 50 + int(rng.integers(-3, 4))
-        span = 50 + int(rng.integers(-6, 7))
-        if not self.prompt:
-            # Presets take style pitch/range from espeak itself, with no resynthesis.
-            # About 0.2 semitone per unit above 50 and 0.15 below (measured on cmn).
-            shift = self.effect.pitch + self.seed_pitch
-            pitch += round(shift / 0.2) if shift > 0 else round(shift / 0.15)
-            span = round(span * self.effect.range)
-        voice = _voice_name(lang, str(self.params.get("base", "")))
-        return EspeakParams(voice, rate=self.wpm, pitch=int(np.clip(pitch, 0, 100)), range=int(np.clip(span, 0, 100)))
-
-    def transform(self, x: NDArray[Any]) -> NDArray[Any]:
-        if self.pool is not None:
-            prosody = Prosody(
-                pitch_st=self.effect.pitch + self.seed_pitch,
-                range_factor=self.effect.range,
-                duration_factor=self.residual,
-            )
-            return transfer(x, ESPEAK_SAMPLE_RATE, self.pool, prosody)
-        if abs(self.residual - 1.0) > _PRESET_STRETCH_TOLERANCE:
-            return change_duration(x, ESPEAK_SAMPLE_RATE, self.residual)
-        return x
-
-
-def _voice_name(lang: str, variant: str) -> str:
-    return f"{lang}+{variant}" if variant else lang
+            yield np.zeros(int(0.2 * self.sample_rate), dtype=np.float32)
 
 
 def _trim(pcm: NDArray[Any], *, lead: bool, tail: bool) -> NDArray[Any]:
@@ -349,6 +380,6 @@ def _trim(pcm: NDArray[Any], *, lead: bool, tail: bool) -> NDArray[Any]:
     loud = np.flatnonzero(np.abs(pcm.astype(np.int32)) > 64)
     if loud.size == 0:
         return pcm
-    start = max(int(loud[0]) - _EDGE_SILENCE, 0) if lead else 0
-    end = min(int(loud[-1]) + _EDGE_SILENCE, pcm.size) if tail else pcm.size
-    return pcm[start:end]
+    start = max(int(loud[0]) - _EDGE_SILENCE, 0)
+    end = min(int(loud[-1]) + _EDGE_SILENCE, pcm.size)
+    return pcm[start if lead else 0 : end if tail else pcm.size]

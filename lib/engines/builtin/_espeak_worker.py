@@ -3,7 +3,8 @@
 Run by :mod:`lib.engines.builtin.espeak` as ``python _espeak_worker.py``; imports only
 the standard library and ``espeakng_loader``. Protocol on stdin/stdout: a request is a
 4-byte little-endian length plus UTF-8 JSON; a reply is a 4-byte status (0 ok), a 4-byte
-length and the payload (int16 PCM, or UTF-8 text for ``info`` and errors).
+length and the payload (int16 PCM for ``synth``, UTF-8 JSON for ``ipa``, UTF-8 text for
+``info`` and errors).
 
 Why a fork per utterance: see the module docstring of ``espeak.py``. The parent never
 reads a request itself; it forks a child, waits for it and forks the next, so every
@@ -71,6 +72,9 @@ def _serve_one(lib_path: str, data_path: bytes) -> None:
     if request["op"] == "info":
         _reply(0, lib.espeak_Info(None) or b"unknown")
         return
+    if request["op"] == "ipa":
+        _serve_ipa(lib, request)
+        return
     chunks: list[bytes] = []
 
     def on_audio(wav: ctypes._Pointer[ctypes.c_short], count: int, events: int | None) -> int:
@@ -110,6 +114,37 @@ def _text_to_phonemes(lib: ctypes.CDLL, text: str) -> bytes:
             break
         out.append(clause)
     return b"\n".join(out)
+
+
+def _serve_ipa(lib: ctypes.CDLL, request: dict[str, object]) -> None:
+    """Reply with the IPA of each text of ``request["items"]`` as a JSON list of strings.
+
+    ``espeak_TextToPhonemes`` in IPA mode (bit 1) with ``^`` tying the letters of one
+    phoneme (bit 7, tie in bits 8-23: ``a^ɪ``), as misaki's espeak fallback table expects.
+    It returns one clause per call and moves the text pointer on; clauses are joined with
+    a space. Spoken nowhere: no audio callback is involved."""
+    voice = str(request["voice"]).encode("ascii")
+    if lib.espeak_SetVoiceByName(voice) != 0:
+        _reply(2, f"espeak-ng has no voice {request['voice']!r}".encode())
+        return
+    lib.espeak_TextToPhonemes.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_int]
+    lib.espeak_TextToPhonemes.restype = ctypes.c_char_p
+    mode = 0x02 | 0x80 | (ord("^") << 8)
+    out: list[str] = []
+    items = request["items"]
+    if not isinstance(items, list):
+        _reply(4, b"ipa: items must be a list of texts")
+        return
+    for item in items:
+        buf = ctypes.create_string_buffer(str(item).encode("utf-8"))
+        ptr = ctypes.c_char_p(ctypes.addressof(buf))
+        clauses: list[str] = []
+        while ptr.value:
+            phonemes = lib.espeak_TextToPhonemes(ctypes.byref(ptr), 1, mode)
+            if phonemes:
+                clauses.append(phonemes.decode("utf-8", "replace").strip())
+        out.append(" ".join(c for c in clauses if c))
+    _reply(0, json.dumps(out, ensure_ascii=False).encode("utf-8"))
 
 
 def _fix_random_seeds(lib: ctypes.CDLL) -> None:

@@ -121,11 +121,14 @@ def _map_f0(f0: NDArray[Any], pool: FramePool, prosody: Prosody) -> NDArray[Any]
     return out
 
 
-def transfer(x: NDArray[Any], rate: int, pool: FramePool, prosody: Prosody, *, dio_speed: int = 2) -> NDArray[Any]:
+def transfer(
+    x: NDArray[Any], rate: int, pool: FramePool, prosody: Prosody, *, dio_speed: int = 2, unvoiced: bool = True
+) -> NDArray[Any]:
     """``x`` (float64 at ``rate``) re-spoken with ``pool``'s spectral frames and pitch.
 
     ``dio_speed`` 2 analyses pitch on a decimated signal: enough for espeak's clean
-    pulses; recordings use 1."""
+    pulses; recordings use 1. ``unvoiced`` False keeps the source's own unvoiced frames
+    (its consonants) and matches the voiced ones only."""
     if x.size < _MIN_SAMPLES:
         return x
     f0, times = _world.f0_track(x, rate, FRAME_PERIOD_MS, speed=dio_speed)
@@ -136,7 +139,7 @@ def transfer(x: NDArray[Any], rate: int, pool: FramePool, prosody: Prosody, *, d
     voiced = f0 > 0
     out = cep.copy()
     bands = np.zeros((cep.shape[0], pool.ap_bands.shape[1]), dtype=np.float64)
-    for cls in (True, False):
+    for cls in (True, False) if unvoiced else (True,):
         sel = (voiced == cls) & active
         pool_sel = pool.voiced == cls
         if not sel.any() or int(pool_sel.sum()) < K:

@@ -275,6 +275,18 @@ class EspeakSynth:
             "utf-8", "replace"
         )
 
+    def ipa(self, texts: list[str], voice: str = "en-us") -> list[str]:
+        """espeak-ng's IPA of each text in ``voice``, multi-letter phonemes tied with
+        ``^`` (``a^ɪ``), stress marks kept, clauses joined by a space. One worker call for
+        the whole list; as reproducible as :meth:`synth`."""
+        if not texts:
+            return []
+        payload = self._call({"op": "ipa", "voice": voice, "items": list(texts)}, call_deadline(" ".join(texts)))
+        out = json.loads(payload.decode("utf-8"))
+        if not isinstance(out, list) or len(out) != len(texts):
+            raise EngineError("espeak-ng worker answered the IPA request with the wrong number of items")
+        return [str(item) for item in out]
+
     def close(self) -> None:
         """Stop the worker; later calls raise :class:`EngineError`. A call stuck on the
         worker is ended first (:meth:`interrupt`), so closing never waits for one."""

@@ -21,7 +21,7 @@ import logging
 import re
 import unicodedata
 
-__all__ = ["LANGUAGES", "speakable", "split_runs", "split_sentences"]
+__all__ = ["LANGUAGES", "has_cantonese", "speakable", "split_runs", "split_sentences"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -50,10 +50,15 @@ def speakable(text: str) -> bool:
     return any(ch.isalnum() and (ch.isascii() or _script(ch) is not None) for ch in text)
 
 
+def has_cantonese(text: str) -> bool:
+    """Whether ``text`` has a character of written Cantonese that Mandarin does not use."""
+    return any(ch in _CANTONESE_ONLY for ch in text)
+
+
 def _han_language(text: str, forced: str) -> str:
     if forced != "auto":
         return forced
-    return "yue" if any(ch in _CANTONESE_ONLY for ch in text) else "cmn"
+    return "yue" if has_cantonese(text) else "cmn"
 
 
 def split_sentences(text: str) -> list[str]:

@@ -1,0 +1,130 @@
+"""The Kokoro base: a reading's sentences spoken by a Kokoro voice, edges trimmed.
+
+:class:`KokoroBase` is what :class:`lib.engines.builtin.BuiltinEngine` uses instead of
+espeak-ng's audio when ``builtin.base`` is ``kokoro``. Per sentence
+(:mod:`.phonemes`): each chunk's phoneme ids go to the model with the voice's style row
+for that length, at the requested speed; the model's own edge silence (about 0.4 s
+before the speech, 0.5-0.8 s after it) is cut to :data:`LEAD` / :data:`TAIL`, chunks of
+one sentence are joined by a clause pause, and every sentence but the last gets a
+sentence pause (:data:`SENTENCE_GAP`). The engine then matches the voice toward the
+prompt (:mod:`..convert`) and shapes the level (peaks limited by a soft limiter).
+
+Output stays at 24 kHz, the model's rate: resampling would cost time and add nothing, and
+24 kHz is a rate every stored format takes (OGG/Opus refuses 22.05 kHz).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from lib.engines.builtin import _world
+from lib.engines.builtin.espeak import EspeakSynth
+from lib.engines.builtin.kokoro._interim_reading import VERSION as INTERIM_VERSION
+from lib.engines.builtin.kokoro.install import MODEL_SHA256, Install, versions
+from lib.engines.builtin.kokoro.model import SAMPLE_RATE, shared_model
+from lib.engines.builtin.kokoro.phonemes import Sentence, phonemise
+from lib.engines.builtin.kokoro.vocab import to_ids
+from lib.engines.builtin.kokoro.voices import VoicePacks
+from lib.text.tokens import Reading
+
+__all__ = ["BASE_VOICES", "LEAD", "SAMPLE_RATE", "SENTENCE_GAP", "TAIL", "KokoroBase", "shift_pitch", "trim_edges"]
+
+_LOGGER = logging.getLogger(__name__)
+
+#: Seconds of the model's own silence kept before and after the speech of a chunk.
+LEAD, TAIL = 0.03, 0.08
+#: Pause between the chunks of one long sentence, and after every sentence but the last.
+CLAUSE_GAP, SENTENCE_GAP = 0.15, 0.3
+#: The Kokoro voice a prompt voice is read in, by (sentence language, pitch class): a
+#: fixed voice per class measured as good as the nearest or a blended voice once the
+#: prompt's frames are matched on top (facts.md, "Kokoro-82M").
+BASE_VOICES = {
+    ("zh", "female"): "zf_xiaoxiao",
+    ("zh", "male"): "zm_yunjian",
+    ("en", "female"): "af_heart",
+    ("en", "male"): "am_michael",
+}
+#: Frame RMS below this fraction of the loudest frame is the model's silence (-40 dB).
+_SILENCE = 0.01
+_FRAME = int(0.01 * SAMPLE_RATE)
+_MIN_SPEED, _MAX_SPEED = 0.5, 2.0
+
+
+def trim_edges(audio: NDArray[Any], rate: int = SAMPLE_RATE, lead: float = LEAD, tail: float = TAIL) -> NDArray[Any]:
+    """``audio`` without its edge silence, keeping ``lead`` / ``tail`` seconds of it."""
+    x = np.asarray(audio, dtype=np.float64)
+    n = x.size // _FRAME
+    if n == 0:
+        return x
+    rms = np.sqrt(np.mean(x[: n * _FRAME].reshape(n, _FRAME) ** 2, axis=1))
+    loud = np.flatnonzero(rms > rms.max() * _SILENCE)
+    if loud.size == 0:
+        return x[:0]
+    start = max(int(loud[0]) * _FRAME - int(lead * rate), 0)
+    end = min((int(loud[-1]) + 1) * _FRAME + int(tail * rate), x.size)
+    return x[start:end]
+
+
+def shift_pitch(x: NDArray[Any], rate: int, semitones: float, range_factor: float) -> NDArray[Any]:
+    """``x`` with its F0 moved by ``semitones`` and its log-F0 spread scaled by
+    ``range_factor`` (WORLD analysis and resynthesis; envelope and aperiodicity kept).
+    For the style words of Kokoro preset voices, which have no frame pool to match."""
+    if x.size < 2048:
+        return x
+    f0, times = _world.f0_track(x, rate, 5.0)
+    sp = _world.envelope(x, rate, f0, times)
+    ap = _world.aperiodicity(x, rate, f0, times)
+    voiced = f0 > 0
+    if int(voiced.sum()) < 5:
+        return x
+    log_f0 = np.log(f0[voiced])
+    centre = float(log_f0.mean())
+    new = np.zeros_like(f0)
+    new[voiced] = np.exp(centre + (log_f0 - centre) * range_factor + semitones * np.log(2.0) / 12.0)
+    step = _world.FFT_SIZE // _world.SYNTH_FFT_SIZE
+    return _world.synthesize(new, np.ascontiguousarray(sp[:, ::step]), np.ascontiguousarray(ap[:, ::step]), rate, 5.0)
+
+
+class KokoroBase:
+    """Kokoro-82M with the voices of one install; the model is shared by the process."""
+
+    def __init__(self, install: Install, espeak: EspeakSynth, *, threads: int = 0, interim: bool = True) -> None:
+        self.model = shared_model(install.parts, threads)
+        self.voices = VoicePacks(install.voices_dir, install.voices)
+        self._espeak = espeak
+        digest = hashlib.sha256("".join(f"{n}:{h}\n" for n, h in sorted(install.voices.items())).encode())
+        parts = [f"kokoro-v1.0-int8-{MODEL_SHA256[:12]}", f"voices-{digest.hexdigest()[:12]}"]
+        parts += [f"{name}-{version}" for name, version in versions().items()]
+        if interim:
+            parts.append(f"reading-{INTERIM_VERSION}")
+        self.version = "+".join(parts)
+
+    def load(self) -> None:
+        """Load and check the model now (the first synthesis would)."""
+        self.model.load()
+
+    def sentences(self, reading: Reading) -> list[Sentence]:
+        """The reading in Kokoro phonemes, sentence by sentence (espeak-ng for English)."""
+        return phonemise(reading, self._espeak.ipa)
+
+    def say(self, sentence: Sentence, voice: str, speed: float) -> tuple[NDArray[Any], float]:
+        """One sentence in voice ``voice``: float64 audio at :data:`SAMPLE_RATE`, edges
+        trimmed; and the duration factor still to apply (the model takes speeds 0.5-2)."""
+        model_speed = float(np.clip(speed, _MIN_SPEED, _MAX_SPEED))
+        pieces: list[NDArray[Any]] = []
+        gap = np.zeros(int(CLAUSE_GAP * SAMPLE_RATE))
+        for chunk in sentence.chunks:
+            ids = to_ids(chunk)
+            audio = self.model.run(ids, self.voices.style(voice, len(ids)), model_speed)
+            trimmed = trim_edges(audio)
+            if trimmed.size:
+                if pieces:
+                    pieces.append(gap)
+                pieces.append(trimmed)
+        out = np.concatenate(pieces) if pieces else np.zeros(0)
+        return out, model_speed / speed
