@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -25,10 +25,18 @@ from lib.errors import EngineError, TTSError, log_safe
 from lib.metrics import Metrics
 from lib.request import Resolved
 from lib.stats import Stats
+from lib.text.tokens import Reading
 from lib.voices import Voices
 from lib.watchdog import RENEW_UNTIL
 
-__all__ = ["OnChunk", "Producer"]
+__all__ = ["OnChunk", "Producer", "Reader"]
+
+
+class Reader(Protocol):
+    """Text (and the voice's name, for voice-scoped lexicon entries) -> its reading."""
+
+    def __call__(self, text: str, *, voice: str | None = None) -> Reading: ...
+
 
 OnChunk = Callable[[NDArray[Any]], None]
 """Receives each int16 chunk of a streamed answer as soon as it exists."""
@@ -39,8 +47,14 @@ _LOGGER = logging.getLogger(__name__)
 class Producer:
     """Runs the engine for resolved requests."""
 
-    def __init__(self, engine: Engine, voices: Voices, stats: Stats, metrics: Metrics, config: AppConfig) -> None:
+    def __init__(
+        self, engine: Engine, voices: Voices, stats: Stats, metrics: Metrics, config: AppConfig, *, reader: Reader
+    ) -> None:
+        """``reader``: the service's readings (:meth:`lib.readings.Readings.read`), so that
+        the engine says the text's reading with the operator's lexicon applied: the
+        reading the key's reading part stands for, and what ``POST /api/reading`` shows."""
         self.engine = engine
+        self.read = reader
         self.voices = voices
         self.stats = stats
         self.metrics = metrics
@@ -115,7 +129,9 @@ class Producer:
             elif on_chunk is not None:
                 audio, info = self._stream(r, voice, on_chunk)
             else:
-                synth = self.engine.synthesise(f.text, voice, style=f.style, seed=f.seed, speed=f.speed, mode=f.mode)
+                synth = self.engine.synthesise(
+                    f.text, voice, style=f.style, seed=f.seed, speed=f.speed, mode=f.mode, reading=self._reading(r)
+                )
                 audio, info = synth.audio, dict(synth.info)
         except TTSError:
             raise
@@ -134,12 +150,19 @@ class Producer:
         meta = self.meta(r, engine_seconds=engine_seconds, info=info)
         return CachedAudio.from_pcm(r.key, pcm, self.engine.sample_rate, meta), timings
 
+    def _reading(self, r: Resolved) -> Reading:
+        return self.read(r.fields.text, voice=r.voice_name or None)
+
     def _stream(self, r: Resolved, voice: Any, on_chunk: OnChunk) -> tuple[NDArray[Any], dict[str, Any]]:
         """The engine's stream, passed on chunk by chunk; a chunk with invalid samples
         stops it before it is sent (the whole is checked again before it is stored)."""
         f = r.fields
         parts: list[NDArray[Any]] = []
-        for chunk in self.engine.stream(f.text, voice, style=f.style, seed=f.seed, speed=f.speed, mode=f.mode):
+        reading = self._reading(r)
+        chunks = self.engine.stream(
+            f.text, voice, style=f.style, seed=f.seed, speed=f.speed, mode=f.mode, reading=reading
+        )
+        for chunk in chunks:
             part = np.asarray(chunk, dtype=np.float32).reshape(-1)
             if not np.all(np.isfinite(part)):
                 raise EngineError("the engine returned invalid samples (NaN or infinity); nothing was cached")

@@ -131,7 +131,7 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
         config, lexicon, store=disks.audio, shared=shared, voice_ids=_voice_ids(voices), contains=disks.audio.contains
     )
     resolver = Resolver(engine, voices, config, readings)
-    producer = Producer(watched, voices, stats, metrics, config)
+    producer = Producer(watched, voices, stats, metrics, config, reader=readings.read)
     admin = Admin(tiers, profiles, decoder, disks.verify_side)
     cache_dir = Path(config.cache.dir)
     if shared is not None:  # evictions and clears on other replicas reach this one's local tiers

@@ -98,7 +98,7 @@ def test_profile_without_pool_is_refused(engine: BuiltinEngine, voices: dict[str
 
 def test_model_version_names_the_frame_transfer(engine: BuiltinEngine) -> None:
     # builtin-2 profiles (formant scale + equaliser, no pool) must never be served as builtin-3.
-    assert engine.model_version.startswith("builtin-3+")
+    assert engine.model_version.startswith("builtin-4+")
     assert "world-0.3.6" in engine.model_version
 
 

@@ -85,7 +85,7 @@ def test_model_version_and_key_change_with_the_base(engine: BuiltinEngine) -> No
         assert kv.startswith("builtin-kokoro-1+kokoro-v1.0-int8-6e742170d309+voices-")
         for part in ("onnxruntime-1.22.1", "misaki-0.9.4", "jieba-0.42.1", "espeak-1.52"):
             assert part in kv
-        assert ev.startswith("builtin-3+espeak-") and "kokoro" not in ev
+        assert ev.startswith("builtin-4+espeak-") and "kokoro" not in ev
         fields = {"engine": "builtin", "voice": "preset:zh-female", "prompt_text": "", "text": "欢迎光临",
                   "style": "", "seed": 0, "speed": 1.0, "mode": "preset"}  # fmt: skip
         assert KeyFields(model_version=kv, **fields).key != KeyFields(model_version=ev, **fields).key  # type: ignore[arg-type]
@@ -108,7 +108,7 @@ def test_fallback_to_espeak_with_one_warning(tmp_path: Path, caplog: pytest.LogC
         assert "TTS_BUILTIN_BASE=espeak" in warnings[0]
         for engine in engines:
             assert engine.base == "espeak" and engine.sample_rate == 22_050
-            assert engine.model_version.startswith("builtin-3+")
+            assert engine.model_version.startswith("builtin-4+")
             audio = engine.synthesise("你好。", engine.preset_voice("zh-female"), style="", seed=0, speed=1.0,
                                       mode="preset").audio  # fmt: skip
             assert audio.size > 0

@@ -21,6 +21,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from numpy.typing import NDArray
 
+from lib.text.tokens import Reading
+
 __all__ = [
     "MODES",
     "PROMPT_SAMPLE_RATE",
@@ -153,8 +155,14 @@ class Engine(Protocol):
         seed: int,
         speed: float,
         mode: str,
+        reading: Reading | None = None,
     ) -> Synthesis:
-        """Speak ``text`` (already normalised) in ``voice``. Deterministic."""
+        """Speak ``text`` (already normalised) in ``voice``. Deterministic.
+
+        ``reading``: the text's reading from the front end (:mod:`lib.text`, with the
+        operator's lexicon applied): what the engine must say, in its own syntax, instead
+        of its own guess at ``text``. The service always gives it; None (a direct call)
+        lets the engine read ``text`` with the default front end."""
         ...
 
     def stream(
@@ -166,6 +174,7 @@ class Engine(Protocol):
         seed: int,
         speed: float,
         mode: str,
+        reading: Reading | None = None,
     ) -> Iterator[NDArray[Any]]:
         """The same audio as :meth:`synthesise`, as float32 chunks for callers that
         stream. Engines that cannot stream yield one chunk."""

@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 
 from lib.engines.base import MODES, Synthesis, VoiceProfile
 from lib.errors import EngineError, NotFoundError
+from lib.text.tokens import Reading
 
 __all__ = ["ToneEngine"]
 
@@ -44,6 +45,8 @@ class ToneEngine:
         """When set, returned instead of the tone (tests of bad engine output)."""
         self.calls = 0
         self.extract_calls = 0
+        self.readings: list[Reading] = []
+        """Every reading it was given, in order."""
         self._lock = threading.Lock()
 
     def presets(self) -> list[str]:
@@ -61,10 +64,15 @@ class ToneEngine:
         return VoiceProfile(self.name, self.model_version, "prompt", {"base_hz": 120.0 + level % 200.0})
 
     def synthesise(
-        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
-    ) -> Synthesis:
+        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str,
+        reading: Reading | None = None,
+    ) -> Synthesis:  # fmt: skip
+        """A tone pitched by the text (not by ``reading``, which it only records in
+        :attr:`readings`: tests of the request path check what an engine is given)."""
         with self._lock:
             self.calls += 1
+            if reading is not None:
+                self.readings.append(reading)
         if self.delay:
             time.sleep(self.delay)
         if self.fail is not None:
@@ -95,9 +103,10 @@ class ToneEngine:
         return Synthesis((0.3 * np.sin(2 * np.pi * hz * t)).astype(np.float32), {"hz": round(hz, 1)})
 
     def stream(
-        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
-    ) -> Iterator[NDArray[Any]]:
-        yield self.synthesise(text, voice, style=style, seed=seed, speed=speed, mode=mode).audio
+        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str,
+        reading: Reading | None = None,
+    ) -> Iterator[NDArray[Any]]:  # fmt: skip
+        yield self.synthesise(text, voice, style=style, seed=seed, speed=speed, mode=mode, reading=reading).audio
 
     def close(self) -> None:
         return None

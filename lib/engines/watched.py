@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from lib.engines.base import PROMPT_SAMPLE_RATE, Engine, Synthesis, VoiceConverter, VoiceProfile, can_convert
 from lib.errors import EngineError
+from lib.text.tokens import Reading
 from lib.watchdog import Watchdog
 
 __all__ = ["WatchedEngine"]
@@ -62,21 +63,24 @@ class WatchedEngine:
         return self.watchdog.run("extract_voice", deadline, lambda: self.inner.extract_voice(prompt_pcm, prompt_text))
 
     def synthesise(
-        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
-    ) -> Synthesis:
+        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str,
+        reading: Reading | None = None,
+    ) -> Synthesis:  # fmt: skip
         deadline = self.watchdog.config.deadline(chars=_chars(text, speed))
         return self.watchdog.run(
             "synthesise", deadline,
-            lambda: self.inner.synthesise(text, voice, style=style, seed=seed, speed=speed, mode=mode),
+            lambda: self.inner.synthesise(text, voice, style=style, seed=seed, speed=speed, mode=mode, reading=reading),
         )  # fmt: skip
 
     def stream(
-        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
-    ) -> Iterator[NDArray[Any]]:
+        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str,
+        reading: Reading | None = None,
+    ) -> Iterator[NDArray[Any]]:  # fmt: skip
         deadline = self.watchdog.config.deadline(chars=_chars(text, speed))
         return self.watchdog.iterate(
-            "stream", deadline, lambda: self.inner.stream(text, voice, style=style, seed=seed, speed=speed, mode=mode)
-        )
+            "stream", deadline,
+            lambda: self.inner.stream(text, voice, style=style, seed=seed, speed=speed, mode=mode, reading=reading),
+        )  # fmt: skip
 
     def convert(self, source_pcm: NDArray[Any], voice: VoiceProfile, *, seed: int, speed: float) -> Synthesis:
         inner = self.inner

@@ -47,7 +47,6 @@ from lib.engines.builtin.convert import Prosody, transfer
 from lib.engines.builtin.defuse import defuse
 from lib.engines.builtin.espeak import ESPEAK_SAMPLE_RATE, EspeakParams, EspeakSynth
 from lib.engines.builtin.kokoro import resolve_base
-from lib.engines.builtin.kokoro._interim_reading import configure_jieba, interim_read
 from lib.engines.builtin.kokoro.phonemes import Sentence
 from lib.engines.builtin.kokoro.render import SAMPLE_RATE, KokoroBase
 from lib.engines.builtin.lang import has_cantonese, speakable, split_runs, split_sentences
@@ -58,14 +57,16 @@ from lib.engines.builtin.presets import preset_names, preset_params
 from lib.engines.builtin.profile import FEMALE_THRESHOLD_HZ, analyse_prompt, check_speech
 from lib.engines.builtin.style import parse_style
 from lib.errors import EngineError, PromptAudioError, ValidationError
-from lib.text.tokens import Reading
+from lib.text import read as default_read
+from lib.text.espeak_input import espeak_input
+from lib.text.tokens import Reading, Token
 
 __all__ = ["BuiltinEngine"]
 
 _LOGGER = logging.getLogger(__name__)
 
 #: Bump whenever the audio for the same request changes (espeak base).
-_ALGORITHM_VERSION = "builtin-3"
+_ALGORITHM_VERSION = "builtin-4"
 #: The same for the Kokoro base.
 _KOKORO_ALGORITHM_VERSION = "builtin-kokoro-1"
 #: espeak variants that prompt voices are read in (female, male), chosen by the prompt's
@@ -97,17 +98,17 @@ class BuiltinEngine:
     def __init__(
         self, config: BuiltinConfig | None = None, *, cache_dir: str | None = None, reader: Reader | None = None
     ) -> None:
-        """``cache_dir``: the app's cache directory (jieba's dictionary cache goes there);
-        ``reader``: text -> :class:`Reading` (the interim reader until ``lib.text.read``)."""
+        """``reader``: text -> :class:`Reading` where a call brings no reading (a direct
+        call; the service always gives one): the default front end, :func:`lib.text.read`.
+        ``cache_dir`` is accepted for callers of the past and unused."""
         self._config = config or BuiltinConfig()
         self._espeak = EspeakSynth()
-        self._read: Reader = reader or interim_read
+        self._read: Reader = reader or default_read
         world = f"espeak-{self._espeak.version}+world-{_world.version()}"
         self.base, install = resolve_base(self._config.base, self._config.kokoro_voices)
         self._kokoro: KokoroBase | None = None
         if install is not None:
-            configure_jieba(cache_dir)
-            self._kokoro = KokoroBase(install, self._espeak, threads=self._config.threads, interim=reader is None)
+            self._kokoro = KokoroBase(install, self._espeak, threads=self._config.threads)
             version = f"{_KOKORO_ALGORITHM_VERSION}+{self._kokoro.version}+{world}"
             self.sample_rate = SAMPLE_RATE
             # Load the model in the background: the app starts at once, and the first
@@ -300,10 +301,21 @@ class BuiltinEngine:
         }
         if plan_base == "kokoro":
             return info, self._kokoro_sentences(reading or self._read(text), plan, info)
-        han = self._config.language if self._config.language != "auto" else params.get("han") or "auto"
-        runs_per_sentence = [split_runs(s, han) for s in split_sentences(text)]
-        info["languages"] = sorted({lang for runs in runs_per_sentence for lang, _ in runs})
         info["base_voice"] = params.get("base", "")
+        han = self._config.language if self._config.language != "auto" else params.get("han") or "auto"
+        if han != "yue" and not (han == "auto" and has_cantonese(text)):
+            # Mandarin and English: espeak-ng says the reading (pinyin as its phonemes),
+            # not its own guess at the text.
+            readings = _sentences(reading or self._read(text))
+            inputs = [espeak_input(r) for r in readings]
+            info["languages"] = sorted({"cmn" if i.language == "cmn" else "en-us" for i in inputs})
+            info["sentences"] = len(inputs)
+            runs = [[("cmn" if i.language == "cmn" else "en-us", i.text, i.phonemes)] for i in inputs]
+            return info, self._espeak_sentences(runs, plan)
+        # Cantonese: espeak-ng's yue voice reads the characters (the front end reads Mandarin).
+        sentences = split_sentences(text)
+        runs_per_sentence = [[(lang, chunk, False) for lang, chunk in split_runs(s, han)] for s in sentences]
+        info["languages"] = sorted({lang for runs in runs_per_sentence for lang, _, _ in runs})
         info["sentences"] = len(runs_per_sentence)
         return info, self._espeak_sentences(runs_per_sentence, plan)
 
@@ -348,12 +360,17 @@ class BuiltinEngine:
         if not produced:
             yield np.zeros(int(0.2 * self.sample_rate), dtype=np.float32)
 
-    def _espeak_sentences(self, runs_per_sentence: list[list[tuple[str, str]]], plan: Plan) -> Iterator[NDArray[Any]]:
+    def _espeak_sentences(
+        self, runs_per_sentence: list[list[tuple[str, str, bool]]], plan: Plan
+    ) -> Iterator[NDArray[Any]]:
+        """Each sentence's runs (language, input, whether it holds ``[[phonemes]]``)."""
         produced = False
         for runs in runs_per_sentence:
             pieces = []
-            for i, (lang, chunk) in enumerate(runs):
-                pcm = self._espeak.synth(defuse(chunk), plan.espeak_params(lang))
+            for i, (lang, chunk, phonemes) in enumerate(runs):
+                # Phoneme input is built here from checked reading units; text is defused.
+                said = chunk if phonemes else defuse(chunk)
+                pcm = self._espeak.synth(said, plan.espeak_params(lang), phonemes=phonemes)
                 pieces.append(_trim(pcm, lead=i > 0, tail=i < len(runs) - 1))
             if not pieces:
                 continue
@@ -373,6 +390,20 @@ class BuiltinEngine:
         if not produced:
             # Text of punctuation only: a short silence rather than nothing.
             yield np.zeros(int(0.2 * self.sample_rate), dtype=np.float32)
+
+
+def _sentences(reading: Reading) -> list[Reading]:
+    """``reading`` cut after each sentence end (``.``, ``?``, ``!``), empty ones dropped."""
+    out: list[Reading] = []
+    tokens: list[Token] = []
+    for token in reading.tokens:
+        tokens.append(token)
+        if token.kind == "pause" and token.reading in (".", "?", "!"):
+            out.append(Reading(tuple(tokens), reading.language, reading.version))
+            tokens = []
+    if tokens:
+        out.append(Reading(tuple(tokens), reading.language, reading.version))
+    return [r for r in out if any(t.kind != "pause" for t in r.tokens)]
 
 
 def _trim(pcm: NDArray[Any], *, lead: bool, tail: bool) -> NDArray[Any]:

@@ -38,11 +38,13 @@ from lib.engines.base import Synthesis, VoiceProfile
 from lib.engines.cosyvoice.convert import prompt_half, restored_prompt
 from lib.engines.cosyvoice.modeldir import ModelDir, inspect_model_dir
 from lib.engines.cosyvoice.pcm import check_pcm, output_chunk
+from lib.engines.cosyvoice.reading import cosyvoice_text
 from lib.engines.cosyvoice.runtime import Runtime, accepts, load_runtime, marker_added_by
 from lib.engines.cosyvoice.speakers import PROMPT_PREFIX, PromptTable, dump_features, load_features
 from lib.engines.cosyvoice.upstream import normaliser_of, reset_stream_schedule, v3_cross_lingual, wind_down
 from lib.engines.cosyvoice.version import VersionParts, model_version
 from lib.errors import EngineError, EngineUnavailableError, NotFoundError, PromptAudioError, ValidationError
+from lib.text.tokens import Reading
 
 __all__ = ["CosyVoiceEngine"]
 
@@ -107,6 +109,12 @@ class CosyVoiceEngine:
         """Everything besides the model files that decides the audio (see ``version.py``)."""
         self.model_version = model_version(self.model, self.version_parts, config.fingerprint_file)
         self.modes = self._supported_modes()
+        tokenizer = getattr(frontend, "tokenizer", None)
+        specials = getattr(tokenizer, "special_tokens", None)
+        self._pinyin_tokens: frozenset[str] = frozenset(
+            specials.get("additional_special_tokens", ()) if isinstance(specials, dict) else ()
+        )
+        """The model's pinyin tokens (CosyVoice3's ``[j]``, ``[ǐ]``...): pinned readings go in as these."""
         self.frontend_runs = 0
         """Prompt frontend runs (speech tokens, features, embedding) since start."""
         _LOGGER.info(
@@ -200,17 +208,19 @@ class CosyVoiceEngine:
     # -- synthesis ----------------------------------------------------------------------
 
     def synthesise(
-        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
-    ) -> Synthesis:
-        chunks = list(self.stream(text, voice, style=style, seed=seed, speed=speed, mode=mode))
+        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str,
+        reading: Reading | None = None,
+    ) -> Synthesis:  # fmt: skip
+        chunks = list(self.stream(text, voice, style=style, seed=seed, speed=speed, mode=mode, reading=reading))
         audio = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
         if audio.size == 0:
             raise EngineError("CosyVoice produced no audio for this text; nothing was cached")
         return Synthesis(audio, {"family": self.family, "chunks": len(chunks)})
 
     def stream(
-        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str
-    ) -> Iterator[NDArray[Any]]:
+        self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str,
+        reading: Reading | None = None,
+    ) -> Iterator[NDArray[Any]]:  # fmt: skip
         """The audio of :meth:`synthesise` as float32 chunks: upstream's own streaming chunks
         for CosyVoice2/3 at speed 1 (the first arrives after about 25 speech tokens, not after
         the whole text), else one chunk per text segment. Either way the chunks join to exactly
@@ -220,6 +230,8 @@ class CosyVoiceEngine:
         if not (speed > 0 and np.isfinite(speed)):
             raise ValidationError(f"speed: must be positive, got {speed}")
         self._check_profile(voice)
+        if reading is not None:  # what the front end decided, in the words CosyVoice reads
+            text = cosyvoice_text(reading, self._pinyin_tokens) or text
         return self._generate(text, voice, style, int(seed), float(speed), mode)
 
     def _generate(

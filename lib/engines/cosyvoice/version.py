@@ -24,6 +24,7 @@ import os
 from dataclasses import asdict, dataclass
 
 from lib.engines.cosyvoice.modeldir import ModelDir, fingerprint
+from lib.engines.cosyvoice.reading import VERSION as READING_VERSION
 
 __all__ = ["VersionParts", "model_version"]
 
@@ -50,6 +51,8 @@ class VersionParts:
     """Effective half precision (after upstream's own CUDA check)."""
     stream: str
     """``native`` (upstream ``stream=True`` chunks) or ``segments`` (one call per text segment)."""
+    reading: str = READING_VERSION
+    """How a reading becomes the text CosyVoice reads (:mod:`lib.engines.cosyvoice.reading`)."""
 
     def variant(self) -> str:
         """Canonical serialisation, hashed with the model files into the fingerprint."""

@@ -24,7 +24,6 @@ from numpy.typing import NDArray
 
 from lib.engines.builtin import _world
 from lib.engines.builtin.espeak import EspeakSynth
-from lib.engines.builtin.kokoro._interim_reading import VERSION as INTERIM_VERSION
 from lib.engines.builtin.kokoro.install import MODEL_SHA256, Install, versions
 from lib.engines.builtin.kokoro.model import SAMPLE_RATE, shared_model
 from lib.engines.builtin.kokoro.phonemes import Sentence, phonemise
@@ -93,15 +92,13 @@ def shift_pitch(x: NDArray[Any], rate: int, semitones: float, range_factor: floa
 class KokoroBase:
     """Kokoro-82M with the voices of one install; the model is shared by the process."""
 
-    def __init__(self, install: Install, espeak: EspeakSynth, *, threads: int = 0, interim: bool = True) -> None:
+    def __init__(self, install: Install, espeak: EspeakSynth, *, threads: int = 0) -> None:
         self.model = shared_model(install.parts, threads)
         self.voices = VoicePacks(install.voices_dir, install.voices)
         self._espeak = espeak
         digest = hashlib.sha256("".join(f"{n}:{h}\n" for n, h in sorted(install.voices.items())).encode())
         parts = [f"kokoro-v1.0-int8-{MODEL_SHA256[:12]}", f"voices-{digest.hexdigest()[:12]}"]
         parts += [f"{name}-{version}" for name, version in versions().items()]
-        if interim:
-            parts.append(f"reading-{INTERIM_VERSION}")
         self.version = "+".join(parts)
 
     def load(self) -> None:
