@@ -8,8 +8,7 @@ Modules by role:
 - :mod:`.voices`: the voice style vectors, hash-checked;
 - :mod:`.vocab`, :mod:`.english`, :mod:`.phonemes`: a :class:`lib.text.Reading` in
   Kokoro's phonemes (Mandarin by misaki's v1.0 rules, English through espeak-ng IPA);
-- :mod:`.render`: sentences to trimmed 24 kHz audio;
-- :mod:`._interim_reading`: a plain text -> Reading until the readings front end lands.
+- :mod:`.render`: sentences to trimmed 24 kHz audio.
 
 :func:`resolve_base` decides the base at engine construction: ``kokoro`` when asked for
 and installed, else ``espeak`` with one warning that says how to install the rest.
