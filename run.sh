@@ -109,18 +109,37 @@ run_tests() {
         install_cosyvoice
     fi
     log "ruff"
-    "$VENV/bin/ruff" check lib webui.py preload_cache.py
+    "$VENV/bin/ruff" check lib webui.py preload_cache.py tests bench
     "$VENV/bin/ruff" format --check --quiet lib webui.py preload_cache.py
     log "mypy"
     "$VENV/bin/mypy" lib
     log "pytest"
     local status=0
-    "$VENV/bin/pytest" "$@" || status=$?
-    if [ "$status" -eq 5 ]; then
+    if [ "$#" -gt 0 ]; then
+        # Arguments: exactly the run asked for.
+        "$VENV/bin/pytest" "$@" || status=$?
+        check_pytest_status "$status"
+        exit "$status"
+    fi
+    # The whole suite in two runs: everything but the browser on TTS_TEST_WORKERS workers
+    # (pytest-xdist, file by file: a file's fixtures stay in one process), with line
+    # coverage of lib/ printed (measured, not gated); then the browser tests alone, whose
+    # playback sampling wants the machine to itself. Both run; the first failure decides.
+    local workers="${TTS_TEST_WORKERS:-3}" second=0
+    "$VENV/bin/pytest" -n "$workers" --dist loadfile -m "not browser" --durations=20 \
+        --cov=lib --cov-report=term:skip-covered || status=$?
+    check_pytest_status "$status"
+    "$VENV/bin/pytest" -m browser --durations=20 || second=$?
+    check_pytest_status "$second"
+    [ "$status" -ne 0 ] || status=$second
+    exit "$status"
+}
+
+check_pytest_status() {
+    if [ "$1" -eq 5 ]; then
         log "pytest collected no tests: that is a failure, not a pass"
         exit 5
     fi
-    exit "$status"
 }
 
 ensure_venv

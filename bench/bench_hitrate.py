@@ -340,7 +340,9 @@ def run_policy(policy: str, trace: Trace, cap: int, cost_scale: float) -> dict[s
                 hit = result.cache == "HIT"
                 hits.append(hit)
                 saved += model_cost(text) if hit else 0.0
-            measured = svc.dashboard.snapshot(top=0, caller=LOCAL)["engine_seconds_saved"] / cost_scale if cost_scale else 0.0
+            measured = (
+                svc.dashboard.snapshot(top=0, caller=LOCAL)["engine_seconds_saved"] / cost_scale if cost_scale else 0.0
+            )
             on_disk = svc.cache.store.stats()["bytes"]
         finally:
             svc.close()

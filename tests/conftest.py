@@ -17,6 +17,24 @@ import uvicorn
 
 REPO = Path(__file__).resolve().parents[1]
 
+#: Files whose tests are ``slow`` (``pytest -m "not slow"`` is the fast set): real faults
+#: (killed processes, full disks, stopped Redis), several replicas, the browser, a fresh
+#: clone, the real models (CosyVoice, Kokoro). Marked here, in one list, rather than
+#: in each file, so that the fast set's contents are visible at a glance.
+SLOW_FILES = frozenset({
+    "test_faults_disk.py", "test_faults_engine.py", "test_faults_http.py", "test_faults_leases.py",
+    "test_faults_redis.py", "test_shared_replicas.py", "test_objects_replicas.py",
+    "test_browser.py", "test_browser_playback.py", "test_run_sh.py", "test_cosyvoice_engine.py",
+    "test_cosyvoice_upstream.py", "test_kokoro.py", "test_kokoro_phonemes.py", "test_builtin_clone.py",
+    "test_engine_fuzz.py",
+})  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
+
 
 def tone_service(tmp_path: Path, *, admin_token: Any = None, **overrides: Any) -> Any:
     """A service on the tone test engine with its cache under ``tmp_path`` (``overrides``:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -46,7 +45,7 @@ def test_tone_engine_records_the_reading_it_was_given(tmp_path: Path) -> None:
         service.close()
     said = [" ".join(t.reading for t in r.tokens if t.text == TERM) for r in engine.readings]
     assert said == [DEFAULT, OURS, ""]
-    ours = [t for t in engine.readings[1].tokens if t.text == TERM][0]
+    ours = next(t for t in engine.readings[1].tokens if t.text == TERM)
     assert ours.source == "lexicon" and ours.pinned
     assert first.key != second.key and second.cache == "MISS"
 
@@ -95,8 +94,8 @@ def test_kokoro_base_says_the_lexicon_reading(tmp_path: Path) -> None:
 def test_espeak_base_reads_numbers_as_the_front_end_does(tmp_path: Path) -> None:
     """A code is said as the front end reads it ("A 零 二 三", not "A twenty-three"):
     the audio of the text and of its spoken reading written out are the same."""
-    from lib.engines.builtin import BuiltinEngine
     from lib.config import BuiltinConfig
+    from lib.engines.builtin import BuiltinEngine
 
     engine = BuiltinEngine(BuiltinConfig(base="espeak"))
     try:
@@ -133,7 +132,9 @@ def test_cosyvoice3_gets_pinned_readings_as_its_pinyin_tokens() -> None:
     assert inline_pinyin("hang2", vocab) == "[h][áng]"
     pinned = Token(TERM, OURS, "zh", "lexicon", pinned=True)
     plain = Token("北站", "bei3 zhan4", "zh", "model")
-    reading = Reading((Token("下一站", "xia4 yi1 zhan4", "zh", "model"), pinned, plain, Token("。", ".", "pause", "text")))
+    reading = Reading(
+        (Token("下一站", "xia4 yi1 zhan4", "zh", "model"), pinned, plain, Token("。", ".", "pause", "text"))
+    )
     assert cosyvoice_text(reading, vocab) == "下一站[zh][òng][q][ìng]北站。"
     # Models without pinyin tokens (CosyVoice-300M, CosyVoice2) get the characters.
     assert cosyvoice_text(reading, frozenset()) == "下一站重庆北站。"
