@@ -179,3 +179,24 @@ def test_module_names_are_matched_whole() -> None:
     assert not is_named(store, "`lib/cache/stores.py` and lib.cache.stores")
     assert not exists_in_lib("lib.sizes") and not exists_in_lib("lib/sizes.py")
     assert exists_in_lib("lib.access.Caller") and exists_in_lib("lib/engines/builtin/")
+
+
+def test_readme_configuration_table_lists_every_section_and_key() -> None:
+    """README's configuration table names every section of config.yaml and every key of
+    each (a key added to lib/config.py and not to the table fails here)."""
+    import dataclasses
+
+    from lib.config import AppConfig
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([a-z_]+)` \| (.+) \|$", readme, flags=re.M))
+    missing: list[str] = []
+    for field in dataclasses.fields(AppConfig):
+        if field.default_factory is dataclasses.MISSING:  # a top-level scalar (engine)
+            if field.name not in rows:
+                missing.append(field.name)
+            continue
+        section = field.default_factory()
+        listed = set(re.findall(r"`([a-z_0-9]+)`", rows.get(field.name, "")))
+        missing += [f"{field.name}.{key.name}" for key in dataclasses.fields(section) if key.name not in listed]
+    assert missing == [], f"README.md's configuration table does not list: {missing}"
