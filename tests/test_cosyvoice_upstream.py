@@ -129,7 +129,10 @@ class _Borrowed:
 def _service(engine: Any, tmp: Path, model_version: str | None = None) -> Any:
     from lib.service import TTSService
 
-    config = load_config(overrides={"cache.dir": str(tmp / "cache"), "engine": "cosyvoice", "voices.prewarm": False})
+    config = load_config(overrides={
+        "cache.dir": str(tmp / "cache"), "engine": "cosyvoice", "voices.prewarm": False,
+        "readings.lexicon": str(tmp / "lexicon.json"),
+    })  # fmt: skip
     return TTSService(config, engine=_Borrowed(engine, model_version))
 
 
@@ -557,6 +560,7 @@ def test_every_version_part_changes_the_cache_key(engines: dict[str, Any], tmp_p
         "device": "cuda",
         "fp16": True,
         "stream": "segments",
+        "reading": "reading-0",
     }
     assert set(changes) == {f.name for f in dataclasses.fields(parts)}
     memo = tmp_path / "fp.json"
@@ -699,3 +703,35 @@ def test_an_abandoned_stream_leaves_nothing_behind(engines: dict[str, Any], voic
     worker.start()
     worker.join(timeout=300)
     assert done and np.array_equal(done[0], reference)
+
+
+@needs_upstream
+def test_v3_says_a_lexicon_reading_as_its_pinyin_tokens(
+    engines: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lexicon entry reaches CosyVoice3 as its own pinyin tokens (the text its frontend
+    normalises and tokenises is recorded on the real frontend); CosyVoice2 gets the
+    characters (it has no such tokens)."""
+    from lib.access import LOCAL
+    from lib.request import TTSRequest
+
+    seen: dict[str, list[str]] = {}
+    for family in ("v3", "v2"):
+        engine = engines[family]
+        frontend = engine.cosyvoice.frontend
+        original = frontend.text_normalize
+        calls = seen.setdefault(family, [])
+
+        def spy(text: Any, *args: Any, _calls: list[str] = calls, _original: Any = original, **kwargs: Any) -> Any:
+            _calls.append(str(text))
+            return _original(text, *args, **kwargs)
+
+        monkeypatch.setattr(frontend, "text_normalize", spy)
+        svc = _service(engine, tmp_path / family)
+        try:
+            svc.readings.add("重庆", "zhong4 qing4", caller=LOCAL)
+            svc.synthesise(TTSRequest(text="下一站重庆。", voice="preset-qwen", mode="preset", seed=1))
+        finally:
+            svc.close()
+    assert any("[zh][òng][q][ìng]" in text for text in seen["v3"]), seen["v3"]
+    assert any("重庆" in text for text in seen["v2"]) and not any("[zh]" in text for text in seen["v2"])
