@@ -46,6 +46,7 @@ from lib.engines.builtin import _world
 from lib.engines.builtin.convert import Prosody, transfer
 from lib.engines.builtin.defuse import defuse
 from lib.engines.builtin.espeak import ESPEAK_SAMPLE_RATE, EspeakParams, EspeakSynth
+from lib.engines.builtin.espeak_reading import espeak_runs, espeak_sentences
 from lib.engines.builtin.kokoro import resolve_base
 from lib.engines.builtin.kokoro.phonemes import Sentence
 from lib.engines.builtin.kokoro.render import SAMPLE_RATE, KokoroBase
@@ -58,8 +59,7 @@ from lib.engines.builtin.profile import FEMALE_THRESHOLD_HZ, analyse_prompt, che
 from lib.engines.builtin.style import parse_style
 from lib.errors import EngineError, PromptAudioError, ValidationError
 from lib.text import read as default_read
-from lib.text.espeak_input import espeak_input
-from lib.text.tokens import Reading, Token
+from lib.text.tokens import Reading
 
 __all__ = ["BuiltinEngine"]
 
@@ -306,11 +306,16 @@ class BuiltinEngine:
         if han != "yue" and not (han == "auto" and has_cantonese(text)):
             # Mandarin and English: espeak-ng says the reading (pinyin as its phonemes),
             # not its own guess at the text.
-            readings = _sentences(reading or self._read(text))
-            inputs = [espeak_input(r) for r in readings]
-            info["languages"] = sorted({"cmn" if i.language == "cmn" else "en-us" for i in inputs})
-            info["sentences"] = len(inputs)
-            runs = [[("cmn" if i.language == "cmn" else "en-us", i.text, i.phonemes)] for i in inputs]
+            said = reading or self._read(text)
+            runs = [espeak_runs(s, said.version) for s in espeak_sentences(said)]
+            runs = [r for r in runs if r]
+            if not runs:
+                raise ValidationError(
+                    "text: has nothing the builtin engine can speak; it reads Chinese (Mandarin, Cantonese) "
+                    "and English words and digits"
+                )
+            info["languages"] = sorted({lang for sentence in runs for lang, _, _ in sentence})
+            info["sentences"] = len(runs)
             return info, self._espeak_sentences(runs, plan)
         # Cantonese: espeak-ng's yue voice reads the characters (the front end reads Mandarin).
         sentences = split_sentences(text)
@@ -368,7 +373,7 @@ class BuiltinEngine:
         for runs in runs_per_sentence:
             pieces = []
             for i, (lang, chunk, phonemes) in enumerate(runs):
-                # Phoneme input is built here from checked reading units; text is defused.
+                # Phoneme input is built from checked reading units; text is defused.
                 said = chunk if phonemes else defuse(chunk)
                 pcm = self._espeak.synth(said, plan.espeak_params(lang), phonemes=phonemes)
                 pieces.append(_trim(pcm, lead=i > 0, tail=i < len(runs) - 1))
@@ -390,20 +395,6 @@ class BuiltinEngine:
         if not produced:
             # Text of punctuation only: a short silence rather than nothing.
             yield np.zeros(int(0.2 * self.sample_rate), dtype=np.float32)
-
-
-def _sentences(reading: Reading) -> list[Reading]:
-    """``reading`` cut after each sentence end (``.``, ``?``, ``!``), empty ones dropped."""
-    out: list[Reading] = []
-    tokens: list[Token] = []
-    for token in reading.tokens:
-        tokens.append(token)
-        if token.kind == "pause" and token.reading in (".", "?", "!"):
-            out.append(Reading(tuple(tokens), reading.language, reading.version))
-            tokens = []
-    if tokens:
-        out.append(Reading(tuple(tokens), reading.language, reading.version))
-    return [r for r in out if any(t.kind != "pause" for t in r.tokens)]
 
 
 def _trim(pcm: NDArray[Any], *, lead: bool, tail: bool) -> NDArray[Any]:
