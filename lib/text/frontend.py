@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import unicodedata
 from collections import OrderedDict
 from pathlib import Path
 
@@ -33,6 +34,28 @@ from lib.textnorm import normalise_text
 __all__ = ["FrontEnd", "detect_language", "mandarin_reader"]
 
 _LOGGER = logging.getLogger(__name__)
+
+#: Latin letters that have no decomposition into a base letter and marks.
+_LATIN_SPELLED = {"ß": "ss", "ẞ": "SS", "æ": "ae", "Æ": "AE", "œ": "oe", "Œ": "OE", "ø": "o", "Ø": "O",
+                  "ł": "l", "Ł": "L", "đ": "d", "Đ": "D", "ı": "i"}  # fmt: skip
+
+
+def fold_latin(text: str) -> str:
+    """Latin letters with diacritics as their base letters (``café`` -> ``cafe``, ``Zoë`` ->
+    ``Zoe``): the rules read ASCII Latin words, and a letter they do not know would be
+    dropped from the middle of a word. Other scripts are left alone."""
+    if text.isascii():
+        return text
+    out: list[str] = []
+    for ch in text:
+        if ch.isascii() or not unicodedata.name(ch, "").startswith("LATIN"):
+            out.append(ch)
+        elif ch in _LATIN_SPELLED:
+            out.append(_LATIN_SPELLED[ch])
+        else:
+            base = "".join(c for c in unicodedata.normalize("NFKD", ch) if not unicodedata.combining(c))
+            out.append(base if base.isascii() else ch)
+    return "".join(out)
 
 
 def mandarin_reader(cache_dir: str | Path | None = None) -> MandarinReader:
@@ -97,7 +120,7 @@ class FrontEnd:
 
     def read(self, text: str, *, voice: str | None = None, language: str | None = None) -> Reading:
         """The reading of ``text`` as ``voice`` will say it."""
-        text = normalise_text(text)
+        text = fold_latin(normalise_text(text))
         lang = language or detect_language(text)
         if lang not in ("zh", "en"):
             lang = "zh" if lang.startswith(("zh", "cmn")) else "en"
