@@ -136,7 +136,9 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
     resolver = Resolver(engine, voices, config, readings)
     producer = Producer(watched, voices, stats, metrics, config)
     cache_dir = Path(config.cache.dir)
-    pin_budget = int(config.cache.size_limit * config.cache.pin_fraction)
+    # The pin budget exists only where pins do (cost-aware); elsewhere takes are put back from their copies.
+    cost_aware = config.cache.eviction_policy == "cost-aware"
+    pin_budget = int(config.cache.size_limit * config.cache.pin_fraction) if cost_aware else None
     book = ApprovalBook(cache_dir / "takes", disks.audio, shared, pin_budget=pin_budget)
     takes = Takes(book, tiers, engine)
     admin = Admin(tiers, profiles, decoder, disks.verify_side, approvals=book)

@@ -72,10 +72,11 @@ class TakeStore(Protocol):
 
 class ApprovalBook:
     """Approved takes by phrase (see the module). ``pin_budget``: bytes the pinned lists
-    may hold (``cache.pin_fraction`` of the limit), for the warning past it."""
+    may hold (``cache.pin_fraction`` of the limit), for the warning past it; None when
+    the eviction policy has no pins."""
 
     def __init__(
-        self, directory: Path, store: TakeStore, shared: SharedTakes | None = None, *, pin_budget: int = 0,
+        self, directory: Path, store: TakeStore, shared: SharedTakes | None = None, *, pin_budget: int | None = None,
         poll_every: float = POLL_EVERY,
     ) -> None:  # fmt: skip
         self.directory = directory
@@ -247,7 +248,7 @@ class ApprovalBook:
         for key in keys:
             with contextlib.suppress(OSError):
                 held += self._copy_path(key).stat().st_size
-        if self.pin_budget and held > self.pin_budget:
+        if self.pin_budget is not None and held > self.pin_budget:
             _LOGGER.warning(
                 "approved takes hold %d bytes, over the pin budget (cache.pin_fraction: %d bytes); they stay, "
                 "other pinned lists give way", held, self.pin_budget,

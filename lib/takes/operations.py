@@ -137,6 +137,7 @@ class Takes:
         entry, 400 for an entry that is not a take of a phrase."""
         check(caller, Action.APPROVE)
         key = _checked_key(key)
+        self.tiers.wait_written(key)  # a take made a moment ago may still be on its way to disk
         entry = self.tiers.find(key)
         if entry is None:
             raise NotFoundError(
