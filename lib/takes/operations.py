@@ -88,6 +88,31 @@ class Takes:
         self.tiers.memory.put(approval.key, entry)
         return entry, "copy"
 
+    def approval_for(self, r: Resolved) -> Approval | None:
+        """The approval that concerns ``r``: its phrase's, when ``r`` names no seed or
+        names the approved take's very key; else None."""
+        approval = self.book.get(r.phrase) if r.phrase else None
+        if approval is None or (r.seeded and approval.key != r.key):
+            return None
+        return approval
+
+    def current(self, approval: Approval) -> bool:
+        """Whether the serving model could rebuild the take (same engine and version)."""
+        return not self.needs_review(approval)
+
+    def reinstate(self, approval: Approval) -> bool:
+        """Put the approved audio back under its key (over a rebuilt take that differs).
+        False if its copy is lost."""
+        blob = self.book.blob(approval.key)
+        entry = self.book.entry(approval.key)
+        if blob is None or entry is None:
+            return False
+        self.tiers.writer.flush()
+        self.tiers.store.put_blob(approval.key, blob, tag=approval.tag, ttl=None)
+        self.tiers.memory.put(approval.key, entry.relabelled(self.tiers.provider))
+        self.tiers.transcodes.discard_where(lambda k: k[0] == approval.key)
+        return True
+
     # -- rendering -------------------------------------------------------------------------
 
     def render(
