@@ -112,6 +112,8 @@ def test_unseeded_requests_get_the_approved_take_and_seeded_ones_do_not(
         assert unseeded.headers["X-Cache-Key"] == chosen["key"]
         assert unseeded.headers["X-Cache"] == "HIT"
         assert unseeded.content == chosen_audio
+    streamed = client.post("/api/tts", data={"text": TEXT, "voice": "tone-low", "stream": "true"})
+    assert streamed.headers["X-Take"] == "approved" and streamed.headers["X-Cache-Key"] == chosen["key"]
     # the OpenAI endpoint names no seed either
     v1 = client.post("/v1/audio/speech", json={"input": TEXT, "voice": "tone-low", "response_format": "wav"})
     assert v1.headers["X-Take"] == "approved" and v1.headers["X-Cache-Key"] == chosen["key"]

@@ -5,6 +5,7 @@ kinds of eviction policy), dropped only by a clear that asks; shared through a r
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -159,3 +160,30 @@ def test_an_approval_is_shared_through_redis(tmp_path: Path, redis_server: Redis
     finally:
         a.close()
         b.close()
+
+
+def test_a_damaged_approvals_file_is_set_aside_and_requests_are_served(tmp_path: Path) -> None:
+    folder = tmp_path / "cache"
+    svc = make(folder)
+    take = svc.synthesise(TTSRequest(text=TEXT, voice="tone-low", seed=8))
+    svc.takes.approve(take.key, caller=LOCAL)
+    svc.close()
+    (folder / "takes" / "approvals.json").write_bytes(b"{not json")
+    again = make(folder)
+    try:
+        answer = again.synthesise(unseeded(again))  # served: seed 0's render, unapproved
+        assert answer.take == "" and answer.key != take.key
+        assert (folder / "takes" / "approvals.json.damaged").exists()
+        again.takes.approve(take.key, caller=LOCAL)  # approving again writes a good file
+        assert again.synthesise(unseeded(again)).take == "approved"
+    finally:
+        again.close()
+    bad = {
+        "approvals": [{**json.loads((folder / "takes" / "approvals.json").read_text())["approvals"][0], "seed": "x"}]
+    }
+    (folder / "takes" / "approvals.json").write_text(json.dumps(bad))
+    last = make(folder)
+    try:
+        assert last.takes.listing() == [] and last.synthesise(unseeded(last)).take == ""
+    finally:
+        last.close()

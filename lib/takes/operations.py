@@ -21,7 +21,7 @@ from lib.access import Action, Caller, check
 from lib.cache.entry import CachedAudio, pack
 from lib.cache.keys import KEY_RE
 from lib.cache.tiers import Tiers
-from lib.errors import NotFoundError, OutOfRangeError, ValidationError
+from lib.errors import NotFoundError, OutOfRangeError, StoreUnavailableError, ValidationError
 from lib.request import Resolved, TTSRequest
 from lib.takes.book import ApprovalBook
 from lib.takes.records import Approval, pcm_digest
@@ -189,7 +189,14 @@ class Takes:
             who=(who.strip()[:64] or caller.who), at=time.time(), duration=round(entry.duration, 4),
             digest=pcm_digest(entry.wav[entry.offset :]),
         )  # fmt: skip
-        old = self.book.approve(approval, blob)
+        try:
+            old = self.book.approve(approval, blob)
+        except OSError as exc:  # the takes folder cannot be written: nothing was approved
+            _LOGGER.error("cannot keep approved take %s: %s", key, exc)
+            raise StoreUnavailableError(
+                f"the approved take could not be written under the cache folder ({exc.strerror or exc}); "
+                "nothing was approved: free space or fix the folder's permissions and approve again"
+            ) from exc
         _LOGGER.info(
             "take %s approved for %r (seed %d)%s", key, cut_text(text), approval.seed,
             f", replacing {old.key}" if old is not None and old.key != key else "",

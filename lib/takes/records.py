@@ -15,6 +15,7 @@ its duration and the digest of its samples (to tell a rebuilt take that differs)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -45,6 +46,15 @@ def phrase_id(f: KeyFields) -> str:
 def pcm_digest(pcm: bytes) -> str:
     """The identity of a take's audio: md5 of its 16-bit samples (not of a container)."""
     return hashlib.md5(pcm).hexdigest()
+
+
+_NUMBERS: dict[str, type | tuple[type, ...]] = {
+    "seed": int,
+    "speed": (int, float),
+    "at": (int, float),
+    "duration": (int, float),
+}
+"""The record's fields that are numbers (the others are text)."""
 
 
 @dataclass(frozen=True)
@@ -85,9 +95,13 @@ class Approval:
             return None
         try:
             values = {f.name: doc[f.name] for f in fields(cls)}
-            approval = cls(**values)
-        except (KeyError, TypeError):
+        except KeyError:
             return None
+        for name, value in values.items():
+            wanted: type | tuple[type, ...] = _NUMBERS.get(name, str)
+            if isinstance(value, bool) or not isinstance(value, wanted):
+                return None
+        approval = cls(**values)
         if not (KEY_RE.match(str(approval.key)) and KEY_RE.match(str(approval.phrase))):
             return None
         return approval
@@ -113,7 +127,8 @@ class ApprovalFile:
             docs = json.loads(raw.decode("utf-8")).get("approvals", [])
         except (ValueError, AttributeError, UnicodeDecodeError) as exc:
             _LOGGER.warning("the approvals file %s is damaged (%s); it is kept aside", self.path, exc)
-            os.replace(self.path, self.path.with_suffix(".json.damaged"))
+            with contextlib.suppress(OSError):  # read-only: it stays, and the next change replaces it
+                os.replace(self.path, self.path.with_suffix(".json.damaged"))
             return {}
         found = {}
         for doc in docs if isinstance(docs, list) else []:
