@@ -241,3 +241,17 @@ def test_after_a_model_upgrade_the_approved_audio_stays_and_needs_review(tmp_pat
             assert row["needs_review"] is False and row["key"] == fresh[1]["key"]
     finally:
         new.close()
+
+
+def test_clearing_over_http_keeps_approved_takes_unless_asked(client: httpx.Client) -> None:
+    take = render(client, n="2")[1]
+    assert approve(client, take["key"]).status_code == 200
+    kept = client.post("/api/cache/clear", headers=ADMIN)
+    assert kept.status_code == 200 and kept.json()["approved_kept"] == 1 and kept.json()["approved_dropped"] == 0
+    assert tts(client).headers["X-Take"] == "approved"
+    mixed = client.post("/api/cache/clear", json={"tag": "tone:tone-1", "drop_approved": True}, headers=ADMIN)
+    assert mixed.status_code == 400 and "drop_approved" in mixed.json()["error"]
+    dropped = client.post("/api/cache/clear", json={"drop_approved": True}, headers=ADMIN).json()
+    assert dropped["approved_dropped"] == 1 and dropped["approved_kept"] == 0
+    assert "X-Take" not in tts(client).headers
+    assert client.get("/api/takes/approved").json()["approvals"] == []
