@@ -88,6 +88,8 @@ class ApprovalBook:
         self._approved: dict[str, Approval] = self._file.load()
         self._by_key: dict[str, Approval] = {a.key: a for a in self._approved.values()}
         self._rev: int | None = None
+        self._pinned = False
+        """Whether this book has pinned keys in the store (an empty list unpins them)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._poll_every = poll_every
@@ -241,7 +243,10 @@ class ApprovalBook:
 
     def _pin(self) -> None:
         keys = sorted(self._by_key)
+        if not keys and not self._pinned:
+            return  # nothing approved yet: the store's policy is not loaded for nothing at the start
         digest = self.store.pin(APPROVED_PIN, keys)
+        self._pinned = bool(keys)
         if not keys:
             return
         held = 0
