@@ -8,7 +8,9 @@
 Skips what is cached, shows a progress bar on stderr and ends with one summary line on
 stdout: ``preload: N phrases, G generated, C already cached, F failed in T s`` (each piece
 of the list's templates counts as one phrase); on stderr, the phrases made again because
-a lexicon change re-keyed them (``preload: re-rendered after a lexicon change: ...``).
+a lexicon change re-keyed them (``preload: re-rendered after a lexicon change: ...``), and
+those rebuilt differently from their approved takes (``preload: rebuilt audio differs from
+the approved take: ...``, then a count; the approved audio is kept).
 Exit status: 0 when nothing failed, 1 when some phrases failed, 2 when the phrase file
 or the configuration is invalid. Safe to run while the web UI serves the same cache,
 and safe to kill at any point and run again.
@@ -93,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for entry, message in report.failures:
         print(f"preload: {entry} failed: {message}", file=sys.stderr)
     for line in report.relexicon_lines():
+        print(line, file=sys.stderr)
+    for line in report.differs_lines():
         print(line, file=sys.stderr)
     if args.dry_run:
         print("preload: dry run, nothing was synthesised; 'generated' counts what would be", file=sys.stderr)

@@ -9,7 +9,8 @@ The rule:
 - replacing or deleting a saved voice, ``force`` (regenerating cached entries),
   enabling an uploaded list's templates (they change other users' answers), changing
   the pronunciation lexicon (it changes every voice's readings), and the admin actions
-  (clear, evict, sweep, verify) need the admin;
+  (clear, evict, sweep, verify) and approving or withdrawing a phrase's approved take
+  (it changes what every unseeded request of the phrase is answered) need the admin;
 - statistics that contain user texts, and the transcripts of saved voices, are
   admin-only; everyone else sees counts, sizes and hit rates, and voice names.
 
@@ -45,6 +46,7 @@ class Action(enum.Enum):
     ADMIN = "clear, evict, sweep or verify the cache"
     READ_TEXTS = "read users' texts (in the statistics, the voices' transcripts)"
     LEXICON = "change the pronunciation lexicon"
+    APPROVE = "approve or withdraw the approved take of a phrase"
 
 
 #: Actions open to every caller.
@@ -66,6 +68,14 @@ class Caller:
     bad_scheme: bool = False
     """An ``Authorization`` header was sent without the ``Bearer`` scheme (a bare
     token): never taken as the admin, and a refusal says how to send it."""
+    host: str = ""
+    """The client's address, when it came over the network."""
+
+    @property
+    def who(self) -> str:
+        """Who this is, in words, for records (an approval's ``who``)."""
+        role = "admin" if self.admin else "user"
+        return f"{role} ({self.origin} {self.host})" if self.host else f"{role} ({self.origin})"
 
 
 #: In-process callers: preload_cache.py, the command line, tests. Passed explicitly:
@@ -106,7 +116,9 @@ class AccessPolicy:
             admin = token is not None and hmac.compare_digest(token.encode(), expected.encode())
         else:
             admin = is_loopback(client_host or "")
-        return Caller(admin, origin, token is not None, expected is not None, self.token_env, bad_scheme)
+        return Caller(
+            admin, origin, token is not None, expected is not None, self.token_env, bad_scheme, client_host or ""
+        )
 
 
 def allows(caller: Caller, action: Action) -> bool:

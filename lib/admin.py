@@ -3,7 +3,10 @@ forget one key. Each operation reaches every tier it concerns and empties the me
 tiers, so nothing removed is served again from this process.
 
 Clear empties the results and the derived voice data (voice profiles, decoded
-prompts); saved voices are the users' own and are kept (delete them one by one).
+prompts); saved voices are the users' own and are kept (delete them one by one), and so
+are approved takes (:mod:`lib.takes`) unless the clear asks to drop them. Evicting a
+model version keeps its approved takes too: both put them back from their copies and
+report how many were kept.
 """
 
 from __future__ import annotations
@@ -31,6 +34,14 @@ class Clearable(Protocol):
     def clear(self) -> int | None: ...
 
 
+class Approvals(Protocol):
+    """The approved takes (:class:`lib.takes.book.ApprovalBook`), kept through clear and evict."""
+
+    def restore_missing(self, tag: str | None = None) -> int: ...
+
+    def drop_all(self) -> int: ...
+
+
 class Admin:
     """Admin operations over the tiers; each checks that its caller is the admin."""
 
@@ -40,16 +51,20 @@ class Admin:
         profiles: Clearable | None = None,
         prompts: Clearable | None = None,
         verify_side: Callable[[], list[str]] | None = None,
+        *,
+        approvals: Approvals | None = None,
     ) -> None:
         self.tiers = tiers
         self.profiles = profiles
         self.prompts = prompts
         self._verify_side = verify_side
         """Checks the side stores' databases (voices, profiles, locks, statistics)."""
+        self.approvals = approvals
 
-    def clear(self, *, caller: Caller) -> ClearReport:
+    def clear(self, *, caller: Caller, drop_approved: bool = False) -> ClearReport:
         """Remove every result from every tier and the derived voice data; saved
-        voices stay."""
+        voices stay, and approved takes unless ``drop_approved`` (then their approvals
+        are withdrawn too)."""
         check(caller, Action.ADMIN)
         t = self.tiers
         t.writer.flush()
@@ -60,8 +75,20 @@ class Admin:
         profiles = int(self.profiles.clear() or 0) if self.profiles is not None else 0
         if self.prompts is not None:
             self.prompts.clear()
-        _LOGGER.warning("cache cleared: %d entries and %d voice profiles removed", removed, profiles)
-        report: ClearReport = {"removed": removed, "shared_removed": shared, "profiles_removed": profiles}
+        kept = dropped = 0
+        if self.approvals is not None:
+            if drop_approved:
+                dropped = self.approvals.drop_all()
+            else:
+                kept = self.approvals.restore_missing()
+        _LOGGER.warning(
+            "cache cleared: %d entries and %d voice profiles removed; %d approved takes kept, %d dropped",
+            removed, profiles, kept, dropped,
+        )  # fmt: skip
+        report: ClearReport = {
+            "removed": removed, "shared_removed": shared, "profiles_removed": profiles,
+            "approved_kept": kept, "approved_dropped": dropped,
+        }  # fmt: skip
         if t.objects is not None:
             report["objects_removed"] = objects
         return report
@@ -82,6 +109,8 @@ class Admin:
         if self.tiers.objects is not None:
             # The object store's copies, listed by its tag index. None: unreachable, evict again later.
             report["objects_removed"] = self.tiers.objects.evict(tag)
+        if self.approvals is not None:  # approved takes of that version stay (their copies go back)
+            report["approved_kept"] = self.approvals.restore_missing(tag)
         return report
 
     def apply_remote(self, tag: str | None) -> None:
@@ -99,6 +128,8 @@ class Admin:
         else:
             removed = t.store.evict(tag)
         t.drop_memory()
+        if self.approvals is not None:  # a clear that dropped them withdrew them through Redis already
+            self.approvals.restore_missing()
         what = cut_text(tag) if tag is not None else "everything"
         _LOGGER.warning("%s was evicted on another replica: %d local entries removed", what, removed)
 

@@ -23,6 +23,7 @@ __all__ = [
     "ForbiddenError",
     "NotAudioError",
     "NotFoundError",
+    "OutOfRangeError",
     "PayloadTooLargeError",
     "PromptAudioError",
     "StoreFullError",
@@ -68,6 +69,13 @@ class PromptAudioError(ValidationError):
 class ConfusableNameError(ValidationError):
     """A name is well formed but can pass for other names: it mixes alphabets whose
     letters look alike (HTTP 422)."""
+
+    http_status = 422
+
+
+class OutOfRangeError(ValidationError):
+    """A count is well formed but outside what the operation allows, e.g. the number
+    of takes (HTTP 422)."""
 
     http_status = 422
 

@@ -24,7 +24,11 @@ refused with the same message as a missing file, so a list cannot probe the serv
 files. A list expands to at most ``preload.max_requests`` requests. A
 phrase has ``text`` and ``voice``, and optionally ``style``, ``seed``, ``speed``, and the
 lists ``seeds`` and ``styles``, which expand the phrase into one request per seed and
-style (their product when both are given). Every error names the entry and the field.
+style (their product when both are given). A phrase without ``seed`` is answered its
+approved take when it has one, else seed 0 (:mod:`lib.takes`); ``take`` (written by
+*Export top phrases* beside an approved seed) is the digest of the approved take's
+samples, so that the preload reports a rebuilt take that differs. Every error names the
+entry and the field.
 
 :func:`lib.preload.preload` runs the expanded requests through the service, skipping
 what is cached; it is used by ``preload_cache.py`` and the web UI's Preload tab.
@@ -35,6 +39,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -67,7 +72,7 @@ _LOGGER = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 _TOP_KEYS = {"version", "voices", "phrases", "templates"}  # templates: lib.compose.templates
 _VOICE_KEYS = {"preset", "prompt_audio", "prompt_text"}
-_PHRASE_KEYS = {"text", "voice", "style", "seed", "speed", "seeds", "styles"}
+_PHRASE_KEYS = {"text", "voice", "style", "seed", "speed", "seeds", "styles", "take"}
 
 
 #: Largest phrase file read (a list of 10,000 phrases is about 1 MB).
@@ -129,7 +134,8 @@ class VoiceSpec:
     """A recording, by its real path (confined by :class:`PhraseRules`)."""
     prompt_text: str = ""
     style: str = ""
-    seed: int = 0
+    seed: int | None = None
+    """None: the phrase names no seed (its approved take, else seed 0: lib.takes)."""
     speed: float = 1.0
 
     def speaking(self, text: str, *, use_cache: bool = True, origin: str = "user") -> TTSRequest:
@@ -147,6 +153,8 @@ class PhraseRequest(VoiceSpec):
     entry: str
     """Where it came from, e.g. ``phrases[3]`` (for messages)."""
     text: str
+    take: str = ""
+    """The digest of the approved take's samples (``lib.takes.records.pcm_digest``), "" for none."""
 
     def request(self, *, use_cache: bool = True) -> TTSRequest:
         return self.speaking(self.text, use_cache=use_cache, origin="preload")
@@ -330,17 +338,21 @@ def _phrase(where: str, spec: Any, voices: Mapping[str, VoiceSpec], source: str)
         if single in spec and many in spec:
             raise PhraseFileError(f"{source}: {label}: field {many!r}: give {single!r} or {many!r}, not both")
     seed_field = "seeds" if "seeds" in spec else "seed"
-    given = _list(spec, "seeds", source, label) if "seeds" in spec else [spec.get("seed", 0)]
-    seeds = [check_list_seed(seed, f"{source}: {label}", repr(seed_field)) for seed in given]
+    given = _list(spec, "seeds", source, label) if "seeds" in spec else [spec.get("seed")]
+    # No seed: the phrase's approved take if it has one, else seed 0 (the same key as "seed": 0).
+    seeds = [None if seed is None else check_list_seed(seed, f"{source}: {label}", repr(seed_field)) for seed in given]
     styles = _list(spec, "styles", source, label) if "styles" in spec else [spec.get("style", "")]
     for style in styles:
         if not isinstance(style, str):
             name = "styles" if "styles" in spec else "style"
             raise PhraseFileError(f"{source}: {label}: field {name!r}: {style!r} is not text")
     speed = check_list_speed(spec.get("speed", 1.0), f"{source}: {label}")
+    take = spec.get("take", "")
+    if not isinstance(take, str) or (take and not re.fullmatch(r"[0-9a-f]{32}", take)):
+        raise PhraseFileError(f"{source}: {label}: field 'take': must be 32 hexadecimal digits (as Export writes it)")
     voice = voices[voice_name]
     return [
-        PhraseRequest(where, text, **vars(replace(voice, style=style, seed=seed, speed=speed)))
+        PhraseRequest(where, text, take, **vars(replace(voice, style=style, seed=seed, speed=speed)))
         for seed, style in itertools.product(seeds, styles)
     ]
 

@@ -6,7 +6,13 @@ one request in the report.
 A lexicon change re-keys the phrases and pieces whose text contains its term: they are
 misses, made again like any other, and the report lists them apart
 (:attr:`PreloadReport.relexicon`: cached before a remembered change,
-:meth:`lib.readings.Readings.rekeyed`)."""
+:meth:`lib.readings.Readings.rekeyed`).
+
+A phrase without a seed is its approved take when it has one (:mod:`lib.takes`): cached.
+A phrase rebuilt under an approved take's seed (``force``, or a fresh deployment from a
+list *Export top phrases* wrote, whose ``take`` is the approved audio's digest) is
+compared with the approved audio; one that differs (an engine that is not
+deterministic) is listed (:attr:`PreloadReport.differs`) and the approved audio stays."""
 
 from __future__ import annotations
 
@@ -15,13 +21,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from lib.access import Action, Caller, check
 from lib.compose.templates import Template
 from lib.errors import TTSError, ValidationError
 from lib.phrases import PhraseRequest
+from lib.takes.records import pcm_digest
 
 if TYPE_CHECKING:
     from lib.service import TTSService
@@ -46,6 +53,20 @@ class PreloadReport:
     relexicon: list[str] = field(default_factory=list)
     """Entries (phrases and template pieces) generated again because a lexicon change
     re-keyed them: cached before the change (a part of ``generated``)."""
+    differs: list[str] = field(default_factory=list)
+    """Phrases whose rebuilt audio differs from their approved take (the approved one stays)."""
+
+    def differs_lines(self, most: int = 20) -> list[str]:
+        """The phrases rebuilt differently from their approved takes, for the terminal."""
+        lines = [f"preload: rebuilt audio differs from the approved take: {entry}" for entry in self.differs[:most]]
+        if len(self.differs) > most:
+            lines.append(f"preload: ... and {len(self.differs) - most} more rebuilt differently")
+        if self.differs:
+            lines.append(
+                f"preload: {len(self.differs)} phrases rebuilt differently from their approved takes "
+                "(the engine is not deterministic); the approved audio is kept"
+            )
+        return lines
 
     def relexicon_lines(self, most: int = 20) -> list[str]:
         """The re-rendered entries as lines for a log or the terminal."""
@@ -101,11 +122,16 @@ def preload(
             outcome, message = _preload_piece(service, item, force=force, dry_run=dry_run)
         else:
             outcome, message = _preload_one(service, item, force=force, dry_run=dry_run, caller=caller)
+        differs = outcome == "generated" and message == _DIFFERS
+        if differs:
+            outcome, message = "generated", ""
         rekeyed = outcome == "generated" and not force and _rekeyed(service, item)
         with lock:
             report.total += 1
             if rekeyed:
                 report.relexicon.append(item.entry)
+            if differs:
+                report.differs.append(item.entry)
             if outcome == "generated":
                 report.generated += 1
             elif outcome == "cached":
@@ -152,7 +178,9 @@ def _pin(service: TTSService, items: list[PhraseRequest | _Piece], name: str) ->
                 if piece is not None:
                     keys.append(piece.key)
             else:
-                keys.append(service.resolve(item.request()).key)
+                r = service.resolve(item.request())
+                approval = service.takes.approval_for(r)  # an unseeded phrase's: its approved take
+                keys.append(approval.key if approval is not None else r.key)
         except TTSError:
             continue  # reported when the request itself is tried
     digest = service.cache.store.pin(name, keys)
@@ -165,18 +193,33 @@ def _preload_one(
 ) -> tuple[str, str]:
     try:
         request = item.request()
-        key = service.resolve(request).key
-        if not force and service.cache.lookup(key) is not None:
+        r = service.resolve(request)
+        approval = service.takes.approval_for(r)
+        if approval is not None and not r.seeded:  # the phrase's approved take answers it
+            if not (force and service.takes.current(approval)):
+                return "cached", ""
+            request = replace(request, seed=approval.seed)  # force: rebuild the take, to compare
+            r = service.resolve(request)
+        if not force and service.cache.lookup(r.key) is not None:
             return "cached", ""
         if dry_run:
             return "generated", ""
         if force:
-            service.admin.forget(key, caller=caller)  # the caller was checked for FORCE above
+            service.admin.forget(r.key, caller=caller)  # the caller was checked for FORCE above
         result = service.synthesise(request)
     except TTSError as exc:
         return "failed", str(exc)
     # HIT here means another process (the UI, a second preload) made it meanwhile.
-    return ("generated", "") if result.cache == "MISS" else ("cached", "")
+    if result.cache != "MISS":
+        return "cached", ""
+    expected = item.take or (approval.digest if approval is not None else "")
+    same = not expected or pcm_digest(result.audio.wav[result.audio.offset :]) == expected
+    if approval is not None and result.key == approval.key and not same:
+        service.takes.reinstate(approval)  # the approved audio stays what is played
+    return ("generated", "") if same else ("generated", _DIFFERS)
+
+
+_DIFFERS = "rebuilt audio differs from the approved take"
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,8 @@ class Producer:
         ``created`` and ``expires`` (None: kept until evicted) come from ``r.ttl``; the
         text only with ``cache.store_text`` on, and never a conversion's (it has none);
         ``provider`` with labels on; ``role``, ``engine_seconds``, ``info`` and the
-        ``segments`` keys when given."""
+        ``segments`` keys when given; for a synthesis, the take it is (``phrase``,
+        ``seed``, ``speed``, ``voice_name``; ``style`` with the text)."""
         now = time.time()
         engine = self.engine
         meta: dict[str, Any] = {
@@ -110,6 +111,9 @@ class Producer:
             meta["provider"] = provider
         if self.config.cache.store_text and r.source is None:
             meta["text"] = r.fields.text
+            meta["style"] = r.fields.style
+        if r.phrase:  # which take of which phrase this is: what approving its key needs (lib.takes)
+            meta.update(phrase=r.phrase, seed=r.fields.seed, speed=r.fields.speed, voice_name=r.voice_name)
         return meta
 
     def _produce(self, r: Resolved, on_chunk: OnChunk | None) -> tuple[CachedAudio, dict[str, float]]:

@@ -29,6 +29,10 @@ class ClearReport(TypedDict):
     shared_removed: int
     profiles_removed: int
     objects_removed: NotRequired[int]
+    approved_kept: NotRequired[int]
+    """Approved takes kept (put back from their copies): all of them unless dropped."""
+    approved_dropped: NotRequired[int]
+    """Approved takes dropped, their approvals withdrawn (``drop_approved``)."""
 
 
 class EvictReport(TypedDict):
@@ -39,6 +43,8 @@ class EvictReport(TypedDict):
     removed: int
     shared_removed: NotRequired[int | None]
     objects_removed: NotRequired[int | None]
+    approved_kept: NotRequired[int]
+    """Approved takes of that tag kept (evicting a model version never drops them)."""
 
 
 class SweepReport(TypedDict):

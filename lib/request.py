@@ -63,7 +63,9 @@ class TTSRequest(Delivery):
     """A saved voice or a preset voice, by name, instead of ``prompt_audio``."""
     style: str = ""
     """Style instruction, e.g. "slow, calm" or "开心"."""
-    seed: int = 0
+    seed: int | None = None
+    """None: the request names no seed -- the phrase's approved take if it has one
+    (lib.takes), else :data:`lib.validate.DEFAULT_SEED` (the same key as naming it)."""
     speed: float = 1.0
     mode: str | None = None
     """zero_shot, cross_lingual, instruct, preset; None picks from the other fields."""
@@ -96,6 +98,11 @@ class Resolved(Delivery):
     """The voice as the caller named it (preset or saved voice), "" for an uploaded prompt."""
     source: PromptAudio | None = None
     """Convert mode: the recording to re-speak (canonical PCM)."""
+    phrase: str = ""
+    """The phrase the key belongs to (:func:`lib.takes.records.phrase_id`: the fields
+    without seed and model version); "" for a conversion."""
+    seeded: bool = True
+    """Whether the request named its seed; an unseeded one gets the phrase's approved take."""
     request: TTSRequest | ConvertRequest | None = field(default=None, compare=False, repr=False)
     """What was resolved, as the caller gave it (its typed text goes to the statistics);
     the service answers a resolution as it answers its request, resolved once."""

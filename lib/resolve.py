@@ -20,6 +20,7 @@ from lib.config import AppConfig
 from lib.engines.base import can_convert
 from lib.errors import NotFoundError, ValidationError
 from lib.request import CONVERT, ConvertRequest, Delivery, PromptSource, Resolved, TTSRequest
+from lib.takes.records import phrase_id
 from lib.textnorm import cut_text
 from lib.validate import check_delivery, check_request, check_seed, check_speed
 
@@ -157,7 +158,7 @@ class Resolver:
             finish=self._recipe(c.text),
             reading=self._reading(c.text, request.voice),
         )
-        return self._resolved(request, c.delivery, fields, prompt, preset)
+        return self._resolved(request, c.delivery, fields, prompt, preset, phrase=phrase_id(fields), seeded=c.seeded)
 
     def _reading(self, text: str, voice: str | None) -> str:
         """The key's reading part: the voice scope is the voice as the caller named it
@@ -168,14 +169,15 @@ class Resolver:
         """The raw request for one segment or piece of ``r``: only the text (and so its
         reading part) differs, and nothing is finished."""
         fields = dataclasses.replace(r.fields, text=text, finish="", reading=self._reading(text, r.voice_name))
-        return dataclasses.replace(r, fields=fields, key=fields.key)
+        return dataclasses.replace(r, fields=fields, key=fields.key, phrase=phrase_id(fields))
 
     @staticmethod
     def _resolved(
         request: TTSRequest | ConvertRequest, delivery: Delivery, fields: KeyFields, prompt: PromptAudio | None,
-        preset: str | None, source: PromptAudio | None = None,
+        preset: str | None, source: PromptAudio | None = None, *, phrase: str = "", seeded: bool = True,
     ) -> Resolved:  # fmt: skip
-        """The key fields and the checked delivery settings (both modes alike)."""
+        """The key fields and the checked delivery settings (both modes alike); ``phrase``
+        and ``seeded`` for a synthesis (lib.takes)."""
         return Resolved(
             fields=fields,
             key=fields.key,
@@ -183,6 +185,8 @@ class Resolver:
             preset=preset,
             voice_name=request.voice.strip() if request.voice else "",
             source=source,
+            phrase=phrase,
+            seeded=seeded,
             request=request,
             **vars(delivery),
         )

@@ -27,6 +27,8 @@ class SynthesisResult:
     """Milliseconds: ``total`` always; ``engine`` and ``voice`` when they ran."""
     info: Mapping[str, Any] = field(default_factory=dict)
     """Engine notes, e.g. ignored style words; ``tier`` that served a hit."""
+    take: str = ""
+    """``approved`` when the answer is the phrase's approved take (lib.takes), else ""."""
     _files: ResultFiles | None = field(default=None, repr=False)
     _path: Path | None = field(default=None, repr=False)
 
@@ -47,7 +49,7 @@ class SynthesisResult:
         info = dict(entry.meta.get("info", {}))
         if tier:
             info["tier"] = tier
-        return cls(key, cache, entry, spent, info, files)
+        return cls(key, cache, entry, spent, info, _files=files)
 
     @property
     def cache_hit(self) -> bool:

@@ -27,7 +27,12 @@ permission-checked one takes the ``caller`` as a required keyword):
   once across threads, processes and replicas; its ``leases`` and ``renewer``;
 - ``readings`` (:class:`lib.readings.Readings`): the text front end and the operator's
   lexicon: ``read``, ``key_part``, ``entries``, ``add`` and ``remove`` (admin),
-  ``status``; its ``front_end`` and ``lexicon``.
+  ``status``; its ``front_end`` and ``lexicon``;
+- ``takes`` (:class:`lib.takes.operations.Takes`): approved takes: ``render``,
+  ``approve`` and ``withdraw`` (admin), ``listing``; its ``book``.
+
+A request that names no seed is answered its phrase's approved take when it has one
+(``SynthesisResult.take == "approved"``): one dict lookup, on the hit path too.
 
 The parts are built by one factory, :func:`lib.wiring.wire`.
 """
@@ -85,6 +90,9 @@ class TTSService:
         self.templates = parts.templates
         self.singleflight = parts.singleflight
         self.readings = parts.readings
+        self.takes = parts.takes
+        self._approved = parts.takes.book.get
+        """phrase id -> its approval, or None: one dict lookup (the hit path's)."""
         self._parts = parts
         self._resolver = parts.resolver
         self._composer = parts.composer
@@ -128,10 +136,14 @@ class TTSService:
             return None
         if r is None or not r.use_cache:
             return None
-        entry = self.cache.memory_entry(r.key)
+        approval = None if r.seeded else self._approved(r.phrase)
+        key = r.key if approval is None else approval.key
+        entry = self.cache.memory_entry(key)
         if entry is None:
             return None
-        result = self._hit(r.key, entry, "memory", started)
+        result = self._hit(key, entry, "memory", started)
+        if approval is not None:
+            result.take = "approved"
         self._recorder.record(request, r, result, started)
         return result
 
@@ -172,6 +184,14 @@ class TTSService:
         """A hit, or an answer composed from a template's pieces; None for a miss."""
         if not r.use_cache:
             return None
+        approval = None if r.seeded else self._approved(r.phrase)
+        if approval is not None:
+            approved = self.takes.approved_entry(approval)
+            if approved is not None:
+                result = self._hit(approval.key, approved[0], approved[1], started)
+                result.take = "approved"
+                return result
+            _LOGGER.error("approved take %s of a phrase is lost; answered unapproved", approval.key)
         found = self.cache.lookup(r.key)
         if found is not None:
             return self._hit(r.key, found[0], found[1], started)
@@ -243,6 +263,7 @@ class TTSService:
         if p.prewarm is not None:
             p.prewarm.join(timeout=30)
         p.readings.close()
+        p.takes.close()
         p.writer.close()
         if p.singleflight.renewer is not None:
             p.singleflight.renewer.stop()

@@ -21,6 +21,7 @@ from lib.request import Delivery, TTSRequest
 from lib.textnorm import cut_text, normalise_text
 
 __all__ = [
+    "DEFAULT_SEED",
     "MAX_SEED",
     "MAX_SPEED",
     "MAX_TTL",
@@ -40,6 +41,9 @@ __all__ = [
 ]
 
 MAX_SEED = 2**32 - 1
+DEFAULT_SEED = 0
+"""The seed of a request that names none (and has no approved take): its key is the one
+naming this seed has."""
 #: OpenAI's range (0.25-4.0): the engines time-stretch (builtin: espeak's rate within 80-450 words
 #: a minute, the rest by WORLD resynthesis; bench figures in docs/openai.md).
 MIN_SPEED, MAX_SPEED = 0.25, 4.0
@@ -147,22 +151,26 @@ class Checked:
     prompt_text: str
     style: str
     seed: int
+    """The request's seed, or :data:`DEFAULT_SEED` when it named none."""
     speed: float
     """Rounded to 3 decimals, as keys hold it."""
     mode: str | None
     delivery: Delivery
+    seeded: bool = True
+    """Whether the request named its seed."""
 
 
 def check_request(request: TTSRequest, config: AppConfig) -> Checked:
     """Every field of ``request`` but its voice, each checked once, in this order: text,
     prompt_text, style, seed, speed, format, mode, ttl."""
     text, prompt_text, style = normalise_fields(request, config)
-    seed = check_seed(request.seed)
+    seeded = request.seed is not None
+    seed = check_seed(request.seed) if seeded else DEFAULT_SEED
     speed = round(check_speed(request.speed), 3)
     fmt = check_format(request.format)
     mode = check_mode(request.mode)
     delivery = _delivery(request, fmt, check_ttl(request.ttl), config)
-    return Checked(text, prompt_text, style, seed, speed, mode, delivery)
+    return Checked(text, prompt_text, style, seed, speed, mode, delivery, seeded)
 
 
 def check_delivery(request: Delivery, config: AppConfig) -> Delivery:

@@ -4,7 +4,7 @@
 made and connected; each part gets its collaborators in its constructor, nothing is
 injected afterwards. The service keeps the request path for itself and exposes the
 documented parts (``voices``, ``admin``, ``dashboard``, ``files``, ``cache``,
-``templates``, ``singleflight``, ``readings``); everything else stays private to it.
+``templates``, ``singleflight``, ``readings``, ``takes``); everything else stays private to it.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ from lib.recording import Recorder
 from lib.resolve import Resolver
 from lib.stats import Stats
 from lib.streaming import StreamJobs
+from lib.takes.book import ApprovalBook
+from lib.takes.operations import Takes
 from lib.upgrade import Readiness
 from lib.voices import Voices
 from lib.voices.library import VoiceLibrary
@@ -88,6 +90,7 @@ class Parts:
     streams: StreamJobs
     prewarm: threading.Thread | None
     readings: Readings
+    takes: Takes
 
 
 def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = FROM_ENV) -> Parts:
@@ -132,8 +135,13 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
     )
     resolver = Resolver(engine, voices, config, readings)
     producer = Producer(watched, voices, stats, metrics, config, reader=readings.read)
-    admin = Admin(tiers, profiles, decoder, disks.verify_side)
     cache_dir = Path(config.cache.dir)
+    # The pin budget exists only where pins do (cost-aware); elsewhere takes are put back from their copies.
+    cost_aware = config.cache.eviction_policy == "cost-aware"
+    pin_budget = int(config.cache.size_limit * config.cache.pin_fraction) if cost_aware else None
+    book = ApprovalBook(cache_dir / "takes", disks.audio, shared, pin_budget=pin_budget)
+    takes = Takes(book, tiers, engine)
+    admin = Admin(tiers, profiles, decoder, disks.verify_side, approvals=book)
     if shared is not None:  # evictions and clears on other replicas reach this one's local tiers
         shared.follow_evictions(admin.apply_remote, cache_dir / "shared-evictions.json")
     elif objects is not None:  # without Redis, evictions and clears travel through the object store
@@ -169,6 +177,7 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
         files=files, dashboard=dashboard, singleflight=production, recorder=recorder,
         composer=composer,
         templates=templates, refiner=refiner, streams=StreamJobs(), prewarm=prewarm, readings=readings,
+        takes=takes,
     )  # fmt: skip
 
 

@@ -29,12 +29,12 @@ from lib.textnorm import cut_fields, cut_text
 from .errors import ERROR_RESPONSES
 from .uploads import read_upload
 
-__all__ = ["CallerDep", "ClearRequest", "admin_router", "request_caller"]
+__all__ = ["ADMIN_RESPONSES", "CallerDep", "ClearRequest", "admin_router", "request_caller"]
 
 _LOGGER = logging.getLogger(__name__)
 
 _bearer = HTTPBearer(auto_error=False, description="The admin token (environment variable TTS_ADMIN_TOKEN)")
-_ADMIN_RESPONSES: dict[int | str, dict[str, Any]] = {
+ADMIN_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "Admin token missing", "content": ERROR_RESPONSES[400]["content"]},
     403: {"description": "Admin token wrong, or no token configured and the client is not local"},
 }
@@ -50,6 +50,9 @@ class ClearRequest(BaseModel):
         None, max_length=200, description="Evict one tag only: engine:model_version, or voice:<fingerprint>"
     )
     expired_only: bool = Field(False, description="Remove expired entries only")
+    drop_approved: bool = Field(
+        False, description="Clearing everything: drop the approved takes too (withdrawn); without it they are kept"
+    )
 
 
 async def request_caller(
@@ -79,7 +82,7 @@ def admin_router(service: TTSService) -> APIRouter:
 
     @router.post(
         "/api/voices", tags=["voices"], summary="Save a prompt as a named voice", status_code=201,
-        responses={**{k: v for k, v in ERROR_RESPONSES.items() if k != 503}, 409: _CONFLICT, **_ADMIN_RESPONSES},
+        responses={**{k: v for k, v in ERROR_RESPONSES.items() if k != 503}, 409: _CONFLICT, **ADMIN_RESPONSES},
     )  # fmt: skip
     async def save_voice(
         caller: CallerDep,
@@ -101,7 +104,7 @@ def admin_router(service: TTSService) -> APIRouter:
 
     @router.delete(
         "/api/voices/{name}", tags=["voices", "admin"], summary="Delete a saved voice (admin)",
-        responses={404: ERROR_RESPONSES[404], **_ADMIN_RESPONSES},
+        responses={404: ERROR_RESPONSES[404], **ADMIN_RESPONSES},
     )  # fmt: skip
     async def delete_voice(name: str, caller: CallerDep) -> dict[str, Any]:
         await to_thread.run_sync(lambda: service.voices.delete(name, caller=caller))
@@ -119,12 +122,14 @@ def admin_router(service: TTSService) -> APIRouter:
 
     @router.post(
         "/api/cache/clear", tags=["cache", "admin"], summary="Clear the cache, one tag, or expired entries (admin)",
-        responses={400: ERROR_RESPONSES[400], **_ADMIN_RESPONSES},
+        responses={400: ERROR_RESPONSES[400], **ADMIN_RESPONSES},
     )  # fmt: skip
     async def clear(caller: CallerDep, body: ClearRequest | None = None) -> dict[str, Any]:
-        body = body or ClearRequest(tag=None, expired_only=False)
+        body = body or ClearRequest(tag=None, expired_only=False, drop_approved=False)
         if body.tag is not None and body.expired_only:
             raise ValidationError("give tag or expired_only, not both")
+        if body.drop_approved and (body.tag is not None or body.expired_only):
+            raise ValidationError("drop_approved: only with a clear of everything (no tag, no expired_only)")
         report: ClearReport | EvictReport | SweepReport
         if body.tag is not None:
             tag = body.tag
@@ -132,13 +137,14 @@ def admin_router(service: TTSService) -> APIRouter:
         elif body.expired_only:
             report = await to_thread.run_sync(lambda: service.admin.sweep_expired(caller=caller))
         else:
-            report = await to_thread.run_sync(lambda: service.admin.clear(caller=caller))
+            drop = body.drop_approved
+            report = await to_thread.run_sync(lambda: service.admin.clear(caller=caller, drop_approved=drop))
         _LOGGER.warning("cache clear via API: %s", cut_fields(report))
         return dict(report)
 
     @router.post(
         "/api/cache/verify", tags=["cache", "admin"], summary="Check every entry; drop corrupt ones (admin)",
-        responses=_ADMIN_RESPONSES,
+        responses=ADMIN_RESPONSES,
     )  # fmt: skip
     async def verify(caller: CallerDep) -> dict[str, Any]:
         return dict(await to_thread.run_sync(lambda: service.admin.verify(caller=caller)))

@@ -25,6 +25,7 @@ from .guards import BodyTimeout, MethodGuard
 from .http import UploadLimit
 from .readings import readings_router
 from .speech import speech_router
+from .takes import takes_router
 from .v1 import v1_routers
 
 __all__ = ["create_app"]
@@ -43,6 +44,10 @@ Voice-cloning text to speech behind a result cache.
 * `POST /api/reading` says how a text will be read (pinyin with tone numbers, letters,
   words); `GET/POST /api/lexicon` and `DELETE /api/lexicon/{term}` (admin) edit the
   operator's pronunciation lexicon (docs/readings.md).
+* `POST /api/takes` renders a phrase's takes under distinct seeds; `POST /api/takes/approve`
+  (admin) makes one the phrase's approved take, answered (`X-Take: approved`) to every
+  request of the phrase that names no seed; `GET /api/takes/approved` lists them,
+  `DELETE /api/takes/approved/{key}` (admin) withdraws one (docs/takes.md).
 * `POST /v1/audio/speech` is OpenAI-compatible (every format, SSE, voice names; also
   `/v1/models`, `/v1/audio/voices`, `/v1/audio/voice_consents`): point an OpenAI client
   at this server (docs/openai.md).
@@ -65,7 +70,7 @@ def create_app(service: TTSService, *, fast_path: bool = True) -> FastAPI:
     install_error_handlers(app)
     routers = [
         speech_router(service), *v1_routers(service), convert_router(service), admin_router(service),
-        readings_router(service),
+        readings_router(service), takes_router(service),
     ]  # fmt: skip
     for router in routers:
         app.include_router(router)

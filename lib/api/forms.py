@@ -40,7 +40,9 @@ class TTSForm(BaseModel):
     voice: str | None = Field(None, description="A saved or preset voice, instead of prompt_audio")
     prompt_text: str = Field("", description="Transcript of the prompt (zero-shot mode)")
     style: str = Field("", description="Style instruction, e.g. 'slow, calm' or '开心'")
-    seed: Seed = 0
+    seed: Seed | None = Field(
+        None, description="Omit for the phrase's approved take (X-Take: approved) if it has one, else seed 0"
+    )
     speed: Speed = 1.0
     mode: Mode | None = Field(None, description="Omit to pick from the other fields")
     format: Format = Field(

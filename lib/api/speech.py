@@ -75,6 +75,10 @@ _TTS_RESPONSES: dict[int | str, dict[str, Any]] = {
             },
             "X-Segments-Reused": {"description": "Of those, found in the cache", "schema": {"type": "integer"}},
             "X-Cache-Key": {"description": "The cache key, 32 hex digits", "schema": {"type": "string"}},
+            "X-Take": {
+                "description": "approved: the phrase's approved take, answered to a request that names no seed",
+                "schema": {"type": "string"},
+            },
             "ETag": {"description": "Entity tag of this key in this format", "schema": {"type": "string"}},
         },
     },
@@ -125,15 +129,18 @@ def speech_router(service: TTSService) -> APIRouter:
         req = form.request(audio)
         if form.stream:
             streamed = await to_thread.run_sync(service.stream, req)
+            headers = {
+                "X-Cache": streamed.cache,
+                "X-Cache-Key": streamed.key,
+                "X-Sample-Rate": str(streamed.sample_rate),
+                "Cache-Control": NO_STORE,  # a stream has no length and no entity tag to revalidate
+            }
+            if streamed.cache == "HIT" and streamed.result(0).take:  # a hit is whole at once
+                headers["X-Take"] = streamed.result(0).take
             return StreamingResponse(
                 encode_stream(streamed.chunks, streamed.sample_rate, form.format, stream_label(service, streamed.key)),
                 media_type=STREAM_FORMATS[form.format],
-                headers={
-                    "X-Cache": streamed.cache,
-                    "X-Cache-Key": streamed.key,
-                    "X-Sample-Rate": str(streamed.sample_rate),
-                    "Cache-Control": NO_STORE,  # a stream has no length and no entity tag to revalidate
-                },
+                headers=headers,
             )
         # A hit from memory was answered in front of the router (lib.api.fastpath), when it
         # could be; whatever comes here is answered by the service in a worker thread.
@@ -259,6 +266,8 @@ def tts_headers(result: SynthesisResult, format: str, stored: bool) -> dict[str,
     for header, name in (("X-Segments", "segments"), ("X-Segments-Reused", "segments_reused")):
         if name in result.info:
             headers[header] = str(result.info[name])
+    if result.take:
+        headers["X-Take"] = result.take
     if result.cache == "COMPOSED":
         del headers["ETag"]  # not the audio stored under this key (a refined one may be)
     return headers

@@ -30,6 +30,9 @@ on both (README, "Eviction").
   are never victims while they are current -- until the same list is pinned again with
   other keys -- and while all pinned entries together stay within ``pin_fraction`` of
   the size limit (beyond it they compete like any other entry, and a warning says so).
+  The list :data:`APPROVED_PIN` (operators' approved takes, :mod:`lib.takes`) is held
+  hard: its entries count toward that budget but are never victims, even past it (a
+  warning says that the budget is exceeded, and the other lists then compete).
 
 This module is pure bookkeeping in memory (thread-safe, no I/O); :mod:`lib.cache.keeper`
 ties it to the diskcache store and persists it lazily.
@@ -44,7 +47,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["AGE_EVERY", "COST_WEIGHT", "CostAwarePolicy", "pin_digest"]
+__all__ = ["AGE_EVERY", "APPROVED_PIN", "COST_WEIGHT", "CostAwarePolicy", "pin_digest"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -54,6 +57,8 @@ AGE_EVERY = 10
 set of announcements takes over within a day's traffic (measured: 7 and 14-20 did
 worse on one of the Zipf and shifting traces, see the bench)."""
 COST_WEIGHT = 0.5
+APPROVED_PIN = "approved-takes"
+"""The pinned list of approved takes: never evicted, whatever the budget (see the module)."""
 """Exponent of the engine cost in an entry's density ``freq * cost**w / size``."""
 _MIN_WINDOW = 64
 _GHOSTS_PER_ENTRY = 8
@@ -95,6 +100,8 @@ class CostAwarePolicy:
         self._pins: dict[str, tuple[str, frozenset[str]]] = {}
         self._pinned: dict[str, int] = {}  # key -> number of current lists pinning it
         self._pinned_bytes = 0
+        self._hard: frozenset[str] = frozenset()
+        """The keys of :data:`APPROVED_PIN`: never victims."""
         self._bytes = 0
         self._over_budget_warned = False
         self.dirty: set[str] = set()
@@ -181,6 +188,8 @@ class CostAwarePolicy:
                 self._pinned[key] = self._pinned.get(key, 0) + 1
                 if self._pinned[key] == 1 and key in self._entries:
                     self._pinned_bytes += self._entries[key].size
+            if name == APPROVED_PIN:
+                self._hard = new
             if new:
                 self._pins[name] = (digest, new)
             else:
@@ -274,13 +283,20 @@ class CostAwarePolicy:
         budget = self.pin_fraction * (self.limit or self._bytes)
         if self._pinned_bytes <= budget:
             return False
+        if key in self._hard:  # an approved take: over the budget the other lists give way, never it
+            self._warn_over_budget()
+            return False
+        self._warn_over_budget()
+        return True
+
+    def _warn_over_budget(self) -> None:
         if not self._over_budget_warned:
             self._over_budget_warned = True
             _LOGGER.warning(
                 "pinned entries hold %d bytes, over cache.pin_fraction (%.2f) of the cache; "
-                "they are evicted like others until the pinned lists shrink", self._pinned_bytes, self.pin_fraction,
+                "they are evicted like others until the pinned lists shrink (approved takes never are)",
+                self._pinned_bytes, self.pin_fraction,
             )  # fmt: skip
-        return True
 
     def _choose(self, need: int, *, protect: str | None) -> list[str]:
         """Pop the least dense current entries until ``need`` bytes; heap entries whose

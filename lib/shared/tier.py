@@ -9,6 +9,9 @@ Key layout, all under a namespace prefix (``tts:`` by default)::
     tts:voices:deleted     hash: voice name -> unix time it was deleted (tombstones)
     tts:lexicon            hash: JSON [term, voice] -> reading (the operator's lexicon)
     tts:lexicon:rev        the lexicon's revision, bumped by every edit (replicas poll it)
+    tts:takes              hash: phrase id -> approved take record (lib.shared.takes)
+    tts:takes:audio        hash: cache key -> the approved take's packed entry
+    tts:takes:rev          the approvals' revision, bumped by every change (replicas poll it)
     tts:evictions          stream of evictions and clears, for every replica's local tiers
     tts:lock:<cache key>   single-flight lease (random token, PX = cache.lock_lease)
     tts:stats:<replica>    hash of one replica's counters, expires unless refreshed
@@ -19,8 +22,8 @@ ever turns into "not found here" (and a counted fault); the service then uses it
 local tiers and local single-flight.
 
 The voice keys are handled by :class:`lib.shared.voices.VoiceKeys`, the lexicon by
-:class:`lib.shared.lexicon.LexiconKeys`, evictions across replicas by
-:mod:`lib.shared.evictions`.
+:class:`lib.shared.lexicon.LexiconKeys`, approved takes by :class:`lib.shared.takes.TakeKeys`,
+evictions across replicas by :mod:`lib.shared.evictions`.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from lib.shared.codec import as_text as _text
 from lib.shared.evictions import Apply, EvictionFeed, evict_tag
 from lib.shared.leases import RedisLeases, SharedLeases
 from lib.shared.lexicon import LexiconKeys
+from lib.shared.takes import TakeKeys
 from lib.shared.voices import VoiceKeys
 
 __all__ = ["SharedTier"]
@@ -68,7 +72,7 @@ def redact(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
-class SharedTier(VoiceKeys, LexiconKeys):
+class SharedTier(VoiceKeys, LexiconKeys, TakeKeys):
     """Results, voices (:class:`VoiceKeys`), the lexicon (:class:`LexiconKeys`), leases and
     per-replica statistics in Redis.
 

@@ -206,7 +206,7 @@ class Handlers(CacheHandlers):
 
     def _file(self, req: TTSRequest | ConvertRequest, result: SynthesisResult, fmt: str) -> tuple[str, Path]:
         """The result as a private file named by what it is (voice, text, seed)."""
-        name = download_name(req.voice or "", _words(req), req.seed, result.key, fmt)
+        name = download_name(req.voice or "", _words(req), req.seed or 0, result.key, fmt)
         if fmt == "wav":
             data = result.wav
         elif result.cache == "COMPOSED":
@@ -225,7 +225,7 @@ class Handlers(CacheHandlers):
         notice = style_notice(result.info)
         item: HistoryItem = {
             "path": str(path),
-            "label": history_label(result.cache, req.voice or "", _words(req), req.seed),
+            "label": history_label(result.cache, req.voice or "", _words(req), req.seed or 0),
         }
         kept = [h for h in (history or []) if h.get("path") != item["path"]]
         return (

@@ -80,7 +80,7 @@ class SpeechRequest(BaseModel):
     speed: Speed = 1.0
     instructions: str | None = Field(None, description="Style instruction, up to text.max_style_chars (4096)")
     style: str | None = Field(None, description="Another name for instructions")
-    seed: Seed = 0
+    seed: Seed | None = Field(None, description="Omit for the phrase's approved take (if any), else seed 0")
     stream_format: Literal["audio", "sse"] = Field(
         "audio", description="audio: the file; sse: speech.audio.delta events, then speech.audio.done"
     )
@@ -159,6 +159,8 @@ def _headers(result: SynthesisResult, enc: str) -> dict[str, str]:
         "X-Audio-Duration": f"{result.duration:.3f}",
         "Cache-Control": cache_control(result.audio.remaining()),
     }
+    if result.take:
+        headers["X-Take"] = result.take
     if result.cache == "COMPOSED":  # made from a template's pieces, not stored under its key
         headers["Cache-Control"] = NO_STORE
         del headers["ETag"]
@@ -216,6 +218,8 @@ class _Answers:
         usage = sse.usage(text, instructions, result.duration)
         body = b"".join([*sse.split([audio]), sse.done(usage, result.cache, result.key)])
         headers = _SSE_HEADERS | {"X-Cache": result.cache, "X-Cache-Key": result.key}
+        if result.take:
+            headers["X-Take"] = result.take
         headers["X-Sample-Rate"] = str(_rate(result, enc))
         return Response(body, media_type="text/event-stream", headers=headers)
 
