@@ -47,7 +47,7 @@ from lib.ui.handlers import BUTTON_LABELS, HISTORY, LIVE_NOTICE, Handlers, live_
 from lib.ui.plots import WINDOWS
 from lib.ui.preload_tab import preload_tab
 from lib.ui.tempdir import private_gradio_dir
-from lib.ui.theme import CSS, JS, SHOW_RESULT, theme
+from lib.ui.theme import CSS, JS, PLAY_RESULT, SHOW_RESULT, theme
 from lib.ui.views import engine_title
 from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
 
@@ -85,7 +85,7 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
     """The form on the left; the button, the result and its badge on the right (kept in
     view on wide screens, right under the button on phones); recent results below."""
     service, engine = h.service, h.service.engine
-    live_ok = live_playback_available()
+    live_ok = h.live_player
     presets = engine.presets()
     modes = mode_choices(engine.modes, converts=can_convert(engine))
     first_mode = "preset" if "preset" in engine.modes else modes[0][1]
@@ -147,11 +147,21 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
             message = gr.HTML(elem_id="result-message", js_on_load=None)
             badge = gr.HTML(elem_id="cache-badge", js_on_load=None)
             notice = gr.Markdown(visible=False, elem_id="style-notice", elem_classes="ui-notice")
+            # Shown only while a long miss plays as it is made (lib.ui.playback); hidden, it
+            # is not rendered, so each live result gets a new element that starts at 0.
             live = gr.Audio(
-                streaming=True, autoplay=True, label="实时播放 Live", interactive=False, elem_id="live-audio"
+                streaming=True, autoplay=True, label="实时播放 Live (边合成边播放 while it is made)",
+                interactive=False, elem_id="live-audio", visible=False,
             ) if live_ok else gr.Markdown(LIVE_NOTICE, elem_id="live-notice")  # fmt: skip
+            # The browser's own player: the page script plays each new result once, from 0
+            # (PLAY_RESULT); Gradio's waveform player keeps its element out of reach.
             output = gr.Audio(
-                type="filepath", label="结果 Result", interactive=False, elem_id="result-audio", buttons=["download"]
+                type="filepath",
+                label="结果 Result",
+                interactive=False,
+                elem_id="result-audio",
+                buttons=["download"],
+                waveform_options=gr.WaveformOptions(show_recording_waveform=False),
             )
             details = gr.Markdown(elem_id="result-details")
     with gr.Accordion("最近结果（本页会话）Recent results in this session", elem_id="history"), gr.Row():
@@ -184,6 +194,7 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
             validator=h.validate_convert if converts else h.validate, show_progress_on=[output],
             concurrency_limit=4, api_name=api_name, api_visibility="public" if api_name else "private",
         )  # fmt: skip
+        run.success(None, js=PLAY_RESULT, api_visibility="private")
         run.success(h.history_view, inputs=history, outputs=players, api_visibility="private")
         run.failure(h.failure_view("synth"), outputs=message, api_visibility="private")
         for ended in (run.success, run.failure):  # Gradio's .then() does not follow a failure

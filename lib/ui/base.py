@@ -12,6 +12,7 @@ client's address and the admin token typed in the form (:mod:`lib.access`).
 from __future__ import annotations
 
 import html
+import shutil
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from lib.access import Caller
 from lib.service import TTSService
 from lib.ui.messages import UIMessage
 
-__all__ = ["HandlerBase", "error_html", "token_box"]
+__all__ = ["HandlerBase", "error_html", "live_playback_available", "token_box"]
 
 _REMEMBERED = 512  # failed events whose message waits for its .failure step
 
@@ -35,6 +36,11 @@ def token_box(purpose: str, token_env: str, elem_id: str) -> gr.Textbox:
     return gr.Textbox(
         label=f"管理员令牌 Admin token{purpose} (only when {token_env} is set)", type="password", elem_id=elem_id
     )
+
+
+def live_playback_available() -> bool:
+    """Gradio's streaming audio output encodes with the ffmpeg program."""
+    return shutil.which("ffmpeg") is not None
 
 
 def error_html(text: str | list[str]) -> str:
@@ -54,6 +60,8 @@ class HandlerBase:
     def __init__(self, service: TTSService, phrases_path: Path) -> None:
         self.service = service
         self.phrases_path = phrases_path
+        self.live_player = live_playback_available()
+        """Whether the Synthesise tab has a live player (else a notice in its place)."""
         self._errors: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._lock = threading.Lock()
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import random
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ from lib.audio import wav_bytes
 from lib.errors import TTSError
 from lib.request import ConvertRequest, TTSRequest
 from lib.results import SynthesisResult
-from lib.ui.base import error_html
+from lib.ui.base import error_html, live_playback_available
 from lib.ui.cache_handlers import CacheHandlers
 from lib.ui.convert import CONVERT_FIELDS, build_convert_request, check_source, convert_errors
 from lib.ui.forms import (
@@ -34,12 +33,14 @@ from lib.ui.forms import (
     voice_choices,
 )
 from lib.ui.messages import MODE_NAMES, explain
+from lib.ui.playback import LiveFeed
 from lib.ui.views import (
     HistoryItem,
     badge_html,
     details_markdown,
     download_name,
     history_label,
+    shown_cache,
     style_notice,
 )
 from lib.validate import MAX_SEED, check_seed, check_speed
@@ -53,17 +54,15 @@ HISTORY = 5
 BUTTON_LABELS = {False: "合成 Synthesise", True: "变声 Convert"}
 BUSY_LABELS = {False: "合成中… Synthesising…", True: "变声中… Converting…"}
 
+#: The result details while a long miss plays live.
+LIVE_NOTE = "生成中，边合成边播放 Generating: playing while it is made…"
+
 #: Shown instead of the live player when ffmpeg is missing.
 LIVE_NOTICE = (
-    "结果合成完毕后播放。要边合成边播放，请安装 ffmpeg（`apt-get install ffmpeg`）并重启。 Results play when "
-    "they are complete. To hear them while they are made, install ffmpeg and restart: Gradio encodes the live "
-    "stream with it."
+    "结果合成完毕后播放。要让长文本边合成边播放，请安装 ffmpeg（`apt-get install ffmpeg`）并重启。 Results play "
+    "when they are complete. To hear long texts while they are made, install ffmpeg and restart: Gradio encodes "
+    "the live stream with it."
 )
-
-
-def live_playback_available() -> bool:
-    """Gradio's streaming audio output encodes with the ffmpeg program."""
-    return shutil.which("ffmpeg") is not None
 
 
 def _words(req: TTSRequest | ConvertRequest) -> str:
@@ -106,7 +105,10 @@ class Handlers(CacheHandlers):
             # A new update each time: Gradio consumes the dictionaries it is given.
             busy = gr.update(value=BUSY_LABELS[converts], interactive=False)
             button = gr.update() if cleared[-1] else busy  # the last one: the form's problems
-            return (*cleared, None, button) if live else (*cleared, button)
+            # The live player is unmounted (a hidden one is not rendered): the next live
+            # result gets a fresh element, which starts at 0, not where the last one stopped.
+            gone = gr.update(value=None, visible=False)
+            return (*cleared, gone, button) if live else (*cleared, button)
 
         return first
 
@@ -142,22 +144,29 @@ class Handlers(CacheHandlers):
         seed: Any, speed: Any, fmt: str, use_cache: bool, history: list[HistoryItem] | None, request: gr.Request,
         progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio injects it by this default
     ) -> Iterator[tuple[Any, ...]]:  # fmt: skip
-        """Like :meth:`synthesise`, but the live player gets each sentence as soon as it
-        exists; the result player gets the whole file at the end. Leaving the page does
-        not stop the synthesis: the result is still cached."""
+        """Like :meth:`synthesise`, but a long miss is played while it is made: the live
+        player is shown and fed (:class:`lib.ui.playback.LiveFeed` decides when and
+        how); every other result plays from its file. The result player gets the whole
+        file at the end either way. Leaving the page does not stop the synthesis: the
+        result is still cached. Outputs: live player, then those of :meth:`synthesise`."""
         progress(0.1, desc="合成中 Synthesising…")
+        live = False
         try:
             req = build_request(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
             answer = self.service.stream(req)
-            badge = badge_html(answer.cache)
-            for pcm in answer.chunks:
-                chunk = wav_bytes(pcm, answer.sample_rate)
-                yield chunk, gr.skip(), badge, "生成中 Generating…", gr.skip(), gr.skip()
+            if answer.cache in ("MISS", "BYPASS"):  # being made: HIT and COMPOSED come whole
+                feed = LiveFeed(answer.chunks, answer.sample_rate)
+                for pcm in feed.slices():
+                    if not live:  # a fresh player (unmounted since the last request) starts at 0
+                        live = True
+                        badge = badge_html(answer.cache, live=True)
+                        yield gr.update(visible=True), gr.skip(), badge, LIVE_NOTE, gr.skip(), gr.skip()
+                    yield wav_bytes(pcm, answer.sample_rate), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
             result = answer.result()
             name, path = self._file(req, result, fmt)
         except TTSError as exc:
             self.fail("synth", request, explain(exc, paths=[prompt_audio]))
-        yield gr.skip(), *self._shown(req, result, name, path, history)
+        yield gr.skip(), *self._shown(req, result, name, path, history, live=live)
 
     # -- convert (speech to speech) -------------------------------------------------------
 
@@ -205,17 +214,19 @@ class Handlers(CacheHandlers):
     @staticmethod
     def _shown(
         req: TTSRequest | ConvertRequest, result: SynthesisResult, name: str, path: Path,
-        history: list[HistoryItem] | None,
+        history: list[HistoryItem] | None, *, live: bool = False,
     ) -> tuple[str, str, str, Any, list[HistoryItem]]:  # fmt: skip
-        """Result file, badge, details, style notice, and the history with this result first."""
+        """Result file, badge, details, style notice, and the history with this result
+        first. ``live``: the result was heard in the live player (the page script then
+        does not play the file again)."""
         notice = style_notice(result.info)
         item: HistoryItem = {
             "path": str(path),
-            "label": history_label(result.cache, req.voice or "", _words(req), req.seed),
+            "label": history_label(shown_cache(result), req.voice or "", _words(req), req.seed),
         }
         kept = [h for h in (history or []) if h.get("path") != item["path"]]
         return (
-            str(path), badge_html(result.cache), details_markdown(result, name),
+            str(path), badge_html(shown_cache(result), live=live, info=result.info), details_markdown(result, name),
             gr.update(value=notice, visible=bool(notice)), [item, *kept][:HISTORY],
         )  # fmt: skip
 
@@ -252,7 +263,7 @@ class Handlers(CacheHandlers):
         convert mode the source recording and the Convert button replace the text and
         the Synthesise button, and the live player (a conversion is not played live) is
         hidden. Updates of: prompt audio, transcript, voice, style, steps, source, text,
-        Synthesise button, Convert button, live player."""
+        Synthesise button, Convert button, live player (or its notice)."""
         form = MODE_FORMS.get(mode, MODE_FORMS["preset"])
         engine = self.service.engine
         uses_style = style_used(mode, engine.style_modes)
@@ -274,7 +285,9 @@ class Handlers(CacheHandlers):
             gr.update(visible=not form.source),
             gr.update(visible=not form.source),
             gr.update(visible=form.source),
-            gr.update(visible=not form.source),
+            # The live player only shows while a result plays live (and a mode change
+            # discards that result); without ffmpeg, the notice in its place.
+            gr.update(visible=False) if self.live_player else gr.update(visible=not form.source),
         )
 
     def form_note(self, mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, style: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-__all__ = ["CSS", "JS", "LANG", "SHOW_RESULT", "theme"]
+__all__ = ["CSS", "JS", "LANG", "PLAY_RESULT", "SHOW_RESULT", "theme"]
 
 #: The page language: labels lead with Chinese (English follows each).
 LANG = "zh-CN"
@@ -75,12 +75,15 @@ CSS = """
 """
 
 #: Runs once when the page has loaded. Gradio sets ``<html lang>`` from the browser's
-#: language (``en`` for most); the page is Chinese first. Ctrl+Enter (Cmd+Enter on a
-#: Mac) presses Synthesise (Convert in convert mode): Gradio's text boxes submit on Shift+Enter only, and Gradio
-#: has no keyboard-shortcut component. And a work-around for Gradio 6.31's dropdown:
-#: its key handler runs after a tick and reopens the list after the Tab key has moved
-#: the focus away, so a list would stay open over the next fields; when the focus
-#: lands elsewhere, an open list whose input lost the focus gets the blur it missed.
+#: language (``en`` for most); the page is Chinese first (the served HTML says so too:
+#: lib.ui.page). Ctrl+Enter (Cmd+Enter on a Mac) presses Synthesise (Convert in convert
+#: mode): Gradio's text boxes submit on Shift+Enter only, and Gradio has no
+#: keyboard-shortcut component. A work-around for Gradio 6.31's dropdown: its key
+#: handler runs after a tick and reopens the list after the Tab key has moved the focus
+#: away, so a list would stay open over the next fields; when the focus lands elsewhere,
+#: an open list whose input lost the focus gets the blur it missed. And the time from a
+#: press to the first sound of its result, as the operator hears it, is written next to
+#: the badge (``#first-sound``).
 JS = f"""
 () => {{
   document.documentElement.lang = "{LANG}";
@@ -99,21 +102,59 @@ JS = f"""
       button.click();
     }}
   }});
+  document.addEventListener("playing", (event) => {{
+    const at = window.ttsPressedAt;
+    const player = event.target.closest && event.target.closest("#result-audio, #live-audio");
+    if (at == null || !player) return;
+    window.ttsPressedAt = null;
+    const seconds = ((performance.now() - at) / 1000).toFixed(2);
+    const shown = document.querySelector("#first-sound");
+    if (shown) shown.textContent = `· 按下后 ${{seconds}} 秒开始播放 heard ${{seconds}} s after the press`;
+  }}, true);
 }}
 """
 
 #: Runs in the browser as a request starts (the ``js`` of its first step), with the
-#: form's values, which it hands on unchanged. When the result panel is out of view (a
-#: phone, where it sits under the form), it is scrolled to the top of the screen, so the
-#: button, the progress and the badge are in view. Gradio's own ``scroll_to_output``
-#: does nothing in 6.31 (its front end never passes the flag to the status tracker).
+#: form's values, which it hands on unchanged. It numbers the press (a result plays only
+#: for the press that asked for it) and notes its time (for ``#first-sound``). When the
+#: result panel is out of view (a phone, where it sits under the form), it is scrolled
+#: to the top of the screen, so the button, the progress and the badge are in view.
+#: Gradio's own ``scroll_to_output`` does nothing in 6.31 (its front end never passes
+#: the flag to the status tracker).
 SHOW_RESULT = """
 (...values) => {
+  window.ttsPress = (window.ttsPress || 0) + 1;
+  window.ttsPressedAt = performance.now();
   const panel = document.querySelector("#result-panel");
   if (panel) {
     const top = panel.getBoundingClientRect().top;
     if (top < 0 || top > window.innerHeight * 0.6) panel.scrollIntoView({ block: "start" });
   }
   return values;
+}
+"""
+
+#: Runs in the browser after a request's result is shown: plays the result file once,
+#: from its start, unless it was heard live already (the badge's ``data-live``) or a
+#: newer press came meanwhile. The element is the browser's own ``<audio>`` of
+#: ``#result-audio``; its source was removed when the request began, so the first
+#: source seen is this result's.
+PLAY_RESULT = """
+() => {
+  const press = window.ttsPress || 0;
+  const badge = document.querySelector("#cache-badge-value");
+  if (!badge || badge.dataset.live === "1") return;
+  const until = performance.now() + 15000;
+  const play = () => {
+    if ((window.ttsPress || 0) !== press) return;
+    const audio = document.querySelector("#result-audio audio");
+    if (audio && audio.getAttribute("src")) {
+      audio.currentTime = 0;
+      audio.play().catch(() => {});
+      return;
+    }
+    if (performance.now() < until) setTimeout(play, 50);
+  };
+  play();
 }
 """

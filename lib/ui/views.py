@@ -25,6 +25,7 @@ __all__ = [
     "engine_title",
     "history_label",
     "segments_line",
+    "shown_cache",
     "stats_markdown",
     "style_notice",
     "tag_choices",
@@ -59,16 +60,34 @@ def engine_title(name: str) -> str:
     return _ENGINES.get(name, name)
 
 
-def badge_html(cache: str) -> str:
-    """The HIT/MISS/BYPASS pill and what it means; empty before a result."""
+def shown_cache(result: SynthesisResult) -> str:
+    """The badge of ``result``: its cache result, except that an answer composed from a
+    template's pieces that were all in the cache is a HIT (of its pieces: no engine call;
+    the API still says COMPOSED, since no entry is stored under its own key)."""
+    if result.cache == "COMPOSED" and not result.info.get("segments_synthesised", 0):
+        return "HIT"
+    return result.cache
+
+
+def badge_html(cache: str, *, live: bool = False, info: Mapping[str, Any] | None = None) -> str:
+    """The HIT/MISS/BYPASS pill and what it means; empty before a result. ``live``: the
+    result was played live (``data-live``: the page script does not play its file
+    again). ``info``: the result's notes (a HIT composed from pieces says so). The empty
+    ``first-sound`` span is filled by the page script with the time until the operator
+    heard the result."""
     if not cache:
         return ""
     colour = BADGE_COLOURS.get(cache, "#475569")
-    words = html.escape(_BADGE_WORDS.get(cache, ""))
+    words = _BADGE_WORDS.get(cache, "")
+    pieces = int((info or {}).get("segments", 0))
+    if cache == "HIT" and (info or {}).get("template"):
+        words = f"命中缓存：由模板的 {pieces} 个缓存片段拼接 Served from the cache: {pieces} cached pieces joined"
     return (
         f'<div class="cache-result"><span class="cache-badge" id="cache-badge-value" data-cache="{html.escape(cache)}" '
+        f'data-live="{int(live)}" '
         f'style="background:{colour};color:#fff;padding:4px 14px;border-radius:999px;font-weight:700">'
-        f"{html.escape(cache)}</span> <span>{words}</span></div>"
+        f"{html.escape(cache)}</span> <span>{html.escape(words)}</span> "
+        '<span id="first-sound" class="first-sound" role="status"></span></div>'
     )
 
 
