@@ -17,7 +17,7 @@ import asyncio
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +44,11 @@ from lib.ui.forms import (
     voice_choices,
 )
 from lib.ui.handlers import BUTTON_LABELS, HISTORY, LIVE_NOTICE, Handlers, live_playback_available
+from lib.ui.page import PageLanguage
 from lib.ui.plots import WINDOWS
 from lib.ui.preload_tab import preload_tab
 from lib.ui.tempdir import private_gradio_dir
-from lib.ui.theme import CSS, JS, PLAY_RESULT, SHOW_RESULT, theme
+from lib.ui.theme import CSS, FORGET_PRESS, JS, LANG, PLAY_RESULT, SHOW_CONFIRM, SHOW_RESULT, theme
 from lib.ui.views import engine_title
 from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
 
@@ -70,18 +71,18 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
         )
         with gr.Tabs():
             with gr.Tab("合成 Synthesise", id="synth"):
-                voice = _synthesise_tab(h)
+                mode, voice = _synthesise_tab(h)
             with gr.Tab("音色 Voices", id="voices"):
-                delete_pick = _voices_tab(h, demo, voice)
+                delete_pick = _voices_tab(h, demo, mode, voice)
             with gr.Tab("缓存 Cache", id="cache") as cache_tab:
-                _cache_tab(h, demo, cache_tab)
+                refresh_cache = _cache_tab(h, demo, cache_tab)
             with gr.Tab("预加载 Preload", id="preload"):
-                preload_tab(h)
+                refresh_cache(preload_tab(h).success)  # the figures say what the preload did
         demo.load(lambda: h.voice_updates()[:2], outputs=[voice, delete_pick], api_visibility="private")
     return demo
 
 
-def _synthesise_tab(h: Handlers) -> gr.Dropdown:
+def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
     """The form on the left; the button, the result and its badge on the right (kept in
     view on wide screens, right under the button on phones); recent results below."""
     service, engine = h.service, h.service.engine
@@ -121,7 +122,7 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
                 label="风格指令 Style instruction（可选 optional, e.g. 'slow, calm' / '开心'）",
                 elem_id="style", visible=style_used(first_mode, engine.style_modes), render=False,
             )  # fmt: skip
-            rows, labels = examples(presets, engine.modes)
+            rows, labels = examples(presets, engine.modes, h.shipped_phrases())
             examples_shown = None
             if rows:
                 examples_shown = gr.Examples(
@@ -176,6 +177,8 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
     form = [mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache]
     convert_form = [source, prompt_audio, voice, seed, speed, fmt, use_cache]
 
+    runs: list[Any] = []  # the running requests a mode switch discards
+
     def request_chain(trigger: Any, api_name: str | None, *, streamed: bool, converts: bool = False) -> None:
         """First clear the result (and list the form's problems), then run: whole, or
         played live sentence by sentence (``streamed``) into the live player; or convert
@@ -194,6 +197,7 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
             validator=h.validate_convert if converts else h.validate, show_progress_on=[output],
             concurrency_limit=4, api_name=api_name, api_visibility="public" if api_name else "private",
         )  # fmt: skip
+        runs.append(run)
         run.success(None, js=PLAY_RESULT, api_visibility="private")
         run.success(h.history_view, inputs=history, outputs=players, api_visibility="private")
         run.failure(h.failure_view("synth"), outputs=message, api_visibility="private")
@@ -216,6 +220,19 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
         outputs=[prompt_audio, prompt_text, voice, style, steps, source, text, generate, convert, live],
         api_visibility="private", show_progress="hidden",
     )  # fmt: skip
+    # A switch by the operator (not an example setting the mode) discards the result area
+    # and any request still running (its result belongs to a form no longer shown), and
+    # the field messages that belong to the form left behind; the seed's and speed's own
+    # checks are run again (they apply in every mode).
+    mode.input(
+        h.mode_switched, outputs=[output, badge, details, notice, message, live, generate, convert], cancels=runs,
+        queue=False, show_progress="hidden", api_visibility="private", js=FORGET_PRESS,
+    )  # fmt: skip
+    rechecked = [seed, speed, prompt_audio, source, voice, prompt_text, text, style]
+    mode.input(
+        lambda *values: None, inputs=rechecked, validator=h.recheck_fields, show_progress="hidden",
+        api_visibility="private",
+    )  # fmt: skip
     # The transcript and style are hidden in the modes that ignore them, so only a mode
     # change (above), an upload or a voice choice can change what the notes say.
     for changed in (prompt_audio.change, voice.change):
@@ -227,10 +244,10 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
             lambda value: None, inputs=field, validator=check, api_visibility="private", trigger_mode="always_last",
             show_progress="hidden",
         )  # fmt: skip
-    return voice
+    return mode, voice
 
 
-def _voices_tab(h: Handlers, demo: gr.Blocks, voice: gr.Dropdown) -> gr.Dropdown:
+def _voices_tab(h: Handlers, demo: gr.Blocks, mode: gr.Radio, voice: gr.Dropdown) -> gr.Dropdown:
     """Save a recording under a name, play every voice, delete saved ones (confirmed)."""
     token_env = h.service.config.server.admin_token_env
     version = gr.State(0)
@@ -286,15 +303,19 @@ def _voices_tab(h: Handlers, demo: gr.Blocks, voice: gr.Dropdown) -> gr.Dropdown
         show_progress_on=[message],
     )
     saving.failure(h.failure_view("voices"), outputs=message, api_visibility="private")
-    delete.click(h.ask_delete, inputs=pick, outputs=[confirm_box, question, message], api_visibility="private")
+    delete.click(
+        h.ask_delete, inputs=pick, outputs=[confirm_box, question, message], api_visibility="private"
+    ).then(None, js=SHOW_CONFIRM, api_visibility="private")  # fmt: skip
     no.click(lambda: gr.update(visible=False), outputs=confirm_box, api_visibility="private")
     deleting = yes.click(h.delete_voice, inputs=[pick, token], outputs=[*outputs, confirm_box], api_name="delete_voice")
     deleting.failure(h.failure_view("voices"), outputs=message, api_visibility="private")
+    deleting.success(h.voice_kept, inputs=[mode, voice], outputs=voice, api_visibility="private")
     return pick
 
 
-def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> None:
-    """Figures, plots and top phrases over a chosen window; export; admin actions."""
+def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> Callable[[Any], None]:
+    """Figures, plots and top phrases over a chosen window; export; admin actions.
+    Returns what refreshes them and the evict choices after a trigger (a preload's end)."""
     token_env = h.service.config.server.admin_token_env
     with gr.Row():
         window = gr.Dropdown(WINDOWS, value=WINDOWS[0][1], label="时间范围 Window", elem_id="window", scale=3)
@@ -303,7 +324,7 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> None:
     with gr.Row():
         latency = gr.Plot(label="延迟 Latency (ms, 对数刻度 log scale)", elem_id="latency-plot", min_width=320)
         hit_rate = gr.Plot(label="命中率 Hit rate (%)", elem_id="hit-rate-plot", min_width=320)
-    widths = ["14%", "14%", "50%", "22%"]
+    widths = ["19%", "21%", "36%", "24%"]  # on a phone, wide enough for "Count", "Missed", "female"
     requested = gr.Dataframe(
         label="最常请求 Most requested (by text and voice; seeds, styles and speeds added up)",
         interactive=False, wrap=True, elem_id="top-requested", column_widths=widths, max_height=360,
@@ -338,10 +359,16 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> None:
             verify_btn = gr.Button("校验 Verify", elem_id="admin-verify")
         result = gr.HTML(elem_id="admin-result", js_on_load=None)
     shown = [stats, latency, hit_rate, requested, missed]
-    for trigger in (refresh.click, tab.select, window.change, demo.load, token.blur):
+
+    def refresh_after(trigger: Any) -> None:
+        trigger(h.refresh_cache, inputs=[window, token], outputs=shown, api_visibility="private").then(
+            h.evict_choices, outputs=tag, api_visibility="private", show_progress="hidden"
+        )
+
+    for trigger in (window.change, demo.load, token.blur):
         trigger(h.refresh_cache, inputs=[window, token], outputs=shown, api_visibility="private")
     for trigger in (refresh.click, tab.select):
-        trigger(h.evict_choices, outputs=tag, api_visibility="private", show_progress="hidden")
+        refresh_after(trigger)
     gr.Timer(10.0).tick(
         h.refresh_cache, inputs=[window, token], outputs=shown, api_visibility="private", show_progress="hidden"
     )
@@ -356,9 +383,7 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> None:
             show_progress_on=[result],  # an error never lies over the confirmation box
         )  # fmt: skip
         done.failure(h.failure_view("admin"), outputs=result, api_visibility="private")
-        done.success(h.refresh_cache, inputs=[window, token], outputs=shown, api_visibility="private").then(
-            h.evict_choices, outputs=tag, api_visibility="private", show_progress="hidden"
-        )
+        refresh_after(done.success)
     exporting = export.click(
         h.export_top, inputs=token, outputs=[export_file, export_message], api_name="export_phrases",
         show_progress_on=[export_message],
@@ -367,6 +392,7 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> None:
         lambda path: gr.update(visible=bool(path)), inputs=export_file, outputs=export_file, api_visibility="private"
     )
     exporting.failure(h.failure_view("export"), outputs=export_message, api_visibility="private")
+    return refresh_after
 
 
 def create_app(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> FastAPI:
@@ -381,6 +407,7 @@ def create_app(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
         for route in mounted.routes:  # the UI gets every path the API has no route for
             if isinstance(route, Mount) and isinstance(route.app, FastAPI):
                 install_routing_errors(route.app)
+        mounted.add_middleware(PageLanguage, lang=LANG)  # lang="zh-CN" in the HTML itself
         return mounted
 
     async def mount_in_a_loop() -> FastAPI:

@@ -129,10 +129,13 @@ def _pin(service: TTSService, items: list[PhraseRequest | _Piece], name: str) ->
 
 
 def _preload_one(service: TTSService, item: PhraseRequest, *, force: bool, dry_run: bool) -> tuple[str, str]:
+    started = time.perf_counter()
     try:
         request = item.request()
         key = service.resolve(request).key
         if not force and service.lookup(key) is not None:
+            if not dry_run:
+                service.recorder.preload_cached(started)
             return "cached", ""
         if dry_run:
             return "generated", ""
@@ -153,7 +156,11 @@ class _Piece:
 
 
 def _preload_piece(service: TTSService, item: _Piece, *, force: bool, dry_run: bool) -> tuple[str, str]:
+    started = time.perf_counter()
     try:
-        return service.preload_piece(item.template, item.text, force=force, dry_run=dry_run), ""
+        outcome = service.preload_piece(item.template, item.text, force=force, dry_run=dry_run)
     except TTSError as exc:
         return "failed", str(exc)
+    if outcome == "cached" and not dry_run:
+        service.recorder.preload_cached(started)
+    return outcome, ""

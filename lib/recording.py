@@ -54,6 +54,12 @@ class Recorder:
         self.stats.record("miss", seconds, origin="preload")
         self.metrics.count_request("miss", seconds)
 
+    def preload_cached(self, started: float) -> None:
+        """A phrase or piece the preload found cached (skipped): the dashboard's "already
+        cached", beside its "generated". Statistics only: nothing was served, so the
+        request metrics are not touched."""
+        self.stats.record("hit", time.perf_counter() - started, origin="preload")
+
     def failed(self, request: AnyRequest, r: Resolved | None, exc: BaseException, started: float) -> None:
         """A request that ended in ``exc`` (a :class:`TTSError`, or a bug: logged whole)."""
         seconds = time.perf_counter() - started

@@ -134,7 +134,7 @@ class Resolver:
             seed=check_seed(request.seed),
             speed=round(check_speed(request.speed), 3),
             mode=mode,
-            finish=self._recipe(text),
+            finish=self._recipe(text, style),
         )
         return self._resolved(request, fields, prompt, preset)
 
@@ -158,13 +158,14 @@ class Resolver:
             origin="preload" if request.origin == "preload" else "user",
         )
 
-    def _recipe(self, text: str) -> str:
+    def _recipe(self, text: str, style: str = "") -> str:
         """The key's ``finish`` field: "" when the answer is the engine's audio untouched
         (one segment, no tail, no loudness target: the key it had before segments),
-        else the assembly recipe. Only that case needs the text split."""
+        else the assembly recipe (with the level ``style`` asks for, if any). Only that
+        case needs the text split."""
         if self.finish.identity and len(split(text, self.finish.max_chars)) == 1:
             return ""
-        return self.finish.recipe
+        return self.finish.recipe_for(style)
 
     def resolve_convert(self, request: ConvertRequest) -> Resolved:
         """Convert mode: keyed on the source recording's fingerprint, the target voice,

@@ -12,6 +12,7 @@ client's address and the admin token typed in the form (:mod:`lib.access`).
 from __future__ import annotations
 
 import html
+import logging
 import shutil
 import threading
 from collections import OrderedDict
@@ -22,10 +23,14 @@ from typing import NoReturn
 import gradio as gr
 
 from lib.access import Caller
+from lib.errors import TTSError
+from lib.phrases import PhraseRequest, expand, load_phrases
 from lib.service import TTSService
 from lib.ui.messages import UIMessage
 
 __all__ = ["HandlerBase", "error_html", "live_playback_available", "token_box"]
+
+_LOGGER = logging.getLogger(__name__)
 
 _REMEMBERED = 512  # failed events whose message waits for its .failure step
 
@@ -64,6 +69,15 @@ class HandlerBase:
         """Whether the Synthesise tab has a live player (else a notice in its place)."""
         self._errors: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._lock = threading.Lock()
+
+    def shipped_phrases(self) -> list[PhraseRequest]:
+        """The requests of the shipped phrase list (the examples are taken from it);
+        none when it cannot be read (the examples then use sample texts)."""
+        try:
+            return expand(load_phrases(self.phrases_path))
+        except TTSError as exc:
+            _LOGGER.warning("no examples from %s: %s", self.phrases_path.name, exc)
+            return []
 
     def caller(self, request: gr.Request | None, token: str | None = None) -> Caller:
         host = request.client.host if request is not None and request.client else None

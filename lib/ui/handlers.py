@@ -50,6 +50,9 @@ __all__ = ["BUTTON_LABELS", "HISTORY", "LIVE_NOTICE", "Handlers", "error_html", 
 HISTORY = 5
 """Recent results kept per browser session."""
 
+RECOMMENDED_SECONDS = (3.0, 10.0)
+"""The length of a voice recording the forms ask for (a save outside it says so)."""
+
 #: The Synthesise and Convert buttons (by ``converts``), ready and while a request runs.
 BUTTON_LABELS = {False: "合成 Synthesise", True: "变声 Convert"}
 BUSY_LABELS = {False: "合成中… Synthesising…", True: "变声中… Converting…"}
@@ -201,7 +204,8 @@ class Handlers(CacheHandlers):
 
     def _file(self, req: TTSRequest | ConvertRequest, result: SynthesisResult, fmt: str) -> tuple[str, Path]:
         """The result as a private file named by what it is (voice, text, seed)."""
-        name = download_name(req.voice or "", _words(req), req.seed, result.key, fmt)
+        style = req.style if isinstance(req, TTSRequest) else ""
+        name = download_name(req.voice or "", _words(req), req.seed, result.key, fmt, style)
         if fmt == "wav":
             data = result.wav
         elif result.cache == "COMPOSED":
@@ -290,6 +294,24 @@ class Handlers(CacheHandlers):
             gr.update(visible=False) if self.live_player else gr.update(visible=not form.source),
         )
 
+    def mode_switched(self) -> tuple[Any, ...]:
+        """The operator switched mode: the result area is emptied (a result still being
+        made is discarded with its event) and both buttons are ready. Updates of: result,
+        badge, details, notice, message, live player, Synthesise, Convert."""
+        return (
+            None, "", "", gr.update(value="", visible=False), "",
+            gr.update(value=None, visible=False) if self.live_player else gr.update(),
+            self.idle(False)(), self.idle(True)(),
+        )  # fmt: skip
+
+    @staticmethod
+    def recheck_fields(seed: Any, speed: Any, *others: Any) -> list[dict[str, Any]]:
+        """After a mode switch: the seed's and speed's checks again (they apply in every
+        mode), and no message on the other fields (they named the form left behind)."""
+        return [_verdict(lambda: check_seed(seed)), _verdict(lambda: check_speed(speed))] + [
+            gr.validate(True, "") for _ in others
+        ]
+
     def form_note(self, mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, style: str) -> str:
         saved = {v["name"] for v in self.service.list_voices() if v["kind"] == "saved"}
         return form_note(mode, prompt_audio, voice, prompt_text, style, self.service.engine.style_modes, saved)
@@ -315,19 +337,41 @@ class Handlers(CacheHandlers):
             self.fail("voices", request, explain(exc, paths=[audio]))
         name, seconds = saved["name"], saved["seconds"]
         done = f"✔ 已保存音色「{name}」（{seconds} 秒）。Saved the voice '{name}' ({seconds} s)."
+        if not RECOMMENDED_SECONDS[0] <= float(seconds) <= RECOMMENDED_SECONDS[1]:
+            low, high = RECOMMENDED_SECONDS
+            done += (
+                f" ⚠ 录音长 {seconds} 秒，不在建议的 {low:g}–{high:g} 秒内：已按原样保存；一段 {low:g}–{high:g} 秒、"
+                f"只有一个人说话的录音效果最好。 The recording is {seconds} s, outside the {low:g}–{high:g} s asked "
+                f"for: it is saved as it is; {low:g}–{high:g} s of one person speaking clone best."
+            )
         return (*self.voice_updates(), done)
 
-    @staticmethod
-    def ask_delete(name: str | None) -> tuple[Any, str, str]:
-        """The confirmation step of a delete: nothing is deleted yet."""
+    def ask_delete(self, name: str | None) -> tuple[Any, str, str]:
+        """The confirmation step of a delete: nothing is deleted yet. A name that cannot
+        be deleted (none, a preset, no such saved voice) is refused here, before any
+        question. Updates of: the confirmation box, its question, the message."""
+        name = (name or "").strip()
+        hidden = gr.update(visible=False)
         if not name:
-            return (
-                gr.update(visible=False),
-                "",
-                error_html("请先选择要删除的已存音色 Pick a saved voice to delete first."),
-            )
+            return hidden, "", error_html("请先选择要删除的已存音色 Pick a saved voice to delete first.")
+        saved = {str(v["name"]) for v in self.service.list_voices() if v["kind"] == "saved"}
+        if self.service.is_preset(name):
+            why = f"「{name}」是预置音色，不能删除 — '{name}' is a preset voice; presets cannot be deleted."
+            return hidden, "", error_html(why)
+        if name not in saved:
+            why = f"没有名为「{name}」的已存音色 — no saved voice named '{name}'; pick one from the list."
+            return hidden, "", error_html(why)
         question = f"确定删除音色「{name}」？此操作不能撤销。Delete the voice '{name}'? This cannot be undone."
         return gr.update(visible=True), f'<div class="ui-notice" role="status">{html.escape(question)}</div>', ""
+
+    def voice_kept(self, mode: str, voice: str | None) -> Any:
+        """After a delete: the Synthesise tab's voice, unless it was the voice deleted;
+        then the mode's default (the first preset where presets are taken, else none)."""
+        if not voice or voice in {str(v["name"]) for v in self.service.list_voices()}:
+            return gr.update()
+        form = MODE_FORMS.get(mode, MODE_FORMS["preset"])
+        clones = form.transcript or (form.prompt_audio and mode not in ("instruct", "convert"))
+        return gr.update(value=None if clones else default_voice(self.service.engine.presets()))
 
     def delete_voice(self, name: str | None, token: str, request: gr.Request) -> tuple[Any, Any, int, str, Any]:
         try:

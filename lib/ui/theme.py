@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-__all__ = ["CSS", "JS", "LANG", "PLAY_RESULT", "SHOW_RESULT", "theme"]
+__all__ = ["CSS", "FORGET_PRESS", "JS", "LANG", "PLAY_RESULT", "SHOW_CONFIRM", "SHOW_RESULT", "theme"]
 
 #: The page language: labels lead with Chinese (English follows each).
 LANG = "zh-CN"
@@ -62,15 +62,43 @@ def theme() -> gr.themes.Base:
 #: a busy Synthesise/Convert button is grey and readable (Gradio fades disabled buttons
 #: to half opacity: white on faded blue is about 2.5:1, under the 4.5:1 kept elsewhere).
 CSS = """
+/* Gradio's container has overflow: hidden, which makes it the scroll box that a sticky
+   element sticks in (it never scrolls, so nothing stuck); clip cuts the same overflow
+   without being a scroll box, and the result column sticks to the window. */
+.gradio-container { overflow: clip !important; }
 @media (min-width: 1000px) {
   #result-panel { position: sticky; top: 8px; align-self: flex-start; }
 }
 #result-message:has(.prose:empty) { display: none; }
+/* A form error on a recording field: Gradio lays its red band over the field's label and
+   upload area, with a clear button of its own beside the recording's (two "清除"). Here
+   it sits above the field, in the flow, covering nothing, and the message goes with the
+   next check (the list under the button says it too). */
+#prompt-audio > [data-testid=status-tracker]:has(.validation-error),
+#source-audio > [data-testid=status-tracker]:has(.validation-error) {
+  position: static !important; height: auto; background: none; order: 2; }
+#prompt-audio:has(> [data-testid=status-tracker] .validation-error),
+#source-audio:has(> [data-testid=status-tracker] .validation-error) { display: flex; flex-direction: column; }
+#prompt-audio:has(> [data-testid=status-tracker] .validation-error) > label[data-testid=block-label],
+#source-audio:has(> [data-testid=status-tracker] .validation-error) > label[data-testid=block-label] {
+  position: static; order: 1; align-self: flex-start; }
+#prompt-audio:has(> [data-testid=status-tracker] .validation-error) > .audio-container,
+#source-audio:has(> [data-testid=status-tracker] .validation-error) > .audio-container { order: 3; }
+#prompt-audio .validation-error, #source-audio .validation-error { position: static !important; }
+#prompt-audio .validation-error button, #source-audio .validation-error button { display: none; }
 .ui-error { color: var(--error-text-color); background: var(--error-background-fill);
   border: 1px solid var(--error-border-color); border-radius: var(--radius-md); padding: 8px 12px; }
 .ui-notice { background: #fef3c7; color: #78350f; border-radius: var(--radius-md); padding: 8px 12px; }
+/* Keyboard focus on radios and check boxes: Gradio removes their outline (a radio showed
+   a faint ring, a check box none); a 3 px ring in the accent blue (6.7:1 on white). */
+input[type=radio]:focus-visible, input[type=checkbox]:focus-visible {
+  outline: 3px solid var(--color-accent) !important; outline-offset: 2px; }
+/* Phrase tables: Gradio breaks words anywhere to fit its columns ("Cou|nt", "Mis|sed" on a
+   phone); lines break between words only (the columns are wide enough for the longest
+   word of the headers and of a voice name, webui.py). */
+#top-requested .wrap, #top-missed .wrap { word-break: normal !important; overflow-wrap: normal !important; }
 .cache-result { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; }
-#generate:disabled, #convert:disabled { opacity: 1; filter: none; cursor: progress;
+#generate:disabled, #convert:disabled, #run-preload:disabled { opacity: 1; filter: none; cursor: progress;
   background: var(--neutral-600); border-color: var(--neutral-600); color: white; }
 """
 
@@ -81,9 +109,11 @@ CSS = """
 #: keyboard-shortcut component. A work-around for Gradio 6.31's dropdown: its key
 #: handler runs after a tick and reopens the list after the Tab key has moved the focus
 #: away, so a list would stay open over the next fields; when the focus lands elsewhere,
-#: an open list whose input lost the focus gets the blur it missed. And the time from a
+#: an open list whose input lost the focus gets the blur it missed. The time from a
 #: press to the first sound of its result, as the operator hears it, is written next to
-#: the badge (``#first-sound``).
+#: the badge (``#first-sound``). And a file that is not audio, chosen or dropped on a
+#: recording field, is refused here in both languages (Gradio would answer with an
+#: English pop-up listing MIME types): the tab's message box says what to upload.
 JS = f"""
 () => {{
   document.documentElement.lang = "{LANG}";
@@ -111,6 +141,34 @@ JS = f"""
     const shown = document.querySelector("#first-sound");
     if (shown) shown.textContent = `· 按下后 ${{seconds}} 秒开始播放 heard ${{seconds}} s after the press`;
   }}, true);
+  const fields = {{
+    "prompt-audio": ["参考音频 Prompt audio", "result-message"],
+    "source-audio": ["源录音 Source recording", "result-message"],
+    "voice-audio": ["要保存的声音 Voice to save", "voice-message"],
+  }};
+  const audio = /\\.(wav|wave|mp3|flac|ogg|oga|opus|m4a|aac|webm|amr|aif|aiff|wma|mp4)$/i;
+  const notAudio = (file) => !(file.type || "").startsWith("audio/") && !audio.test(file.name);
+  const refuse = (event, files) => {{
+    const field = event.target.closest && event.target.closest("#prompt-audio, #source-audio, #voice-audio");
+    const bad = field && [...(files || [])].find(notAudio);
+    if (!bad) return;
+    event.stopImmediatePropagation();
+    event.preventDefault();
+    if (event.target.value) event.target.value = "";
+    const [label, box] = fields[field.id];
+    const text = `${{label}}：「${{bad.name}}」不是音频文件，请上传 WAV、FLAC、OGG 或 MP3 录音 — ` +
+      `${{bad.name}} is not an audio file; upload a WAV, FLAC, OGG or MP3 recording`;
+    const target = document.querySelector(`#${{box}} .prose`) || document.querySelector(`#${{box}}`);
+    if (target) {{
+      const div = document.createElement("div");
+      div.className = "ui-error";
+      div.setAttribute("role", "alert");
+      div.textContent = "✖ " + text;
+      target.replaceChildren(div);
+    }}
+  }};
+  document.addEventListener("change", (event) => refuse(event, event.target.files), true);
+  document.addEventListener("drop", (event) => refuse(event, event.dataTransfer && event.dataTransfer.files), true);
 }}
 """
 
@@ -156,5 +214,28 @@ PLAY_RESULT = """
     if (performance.now() < until) setTimeout(play, 50);
   };
   play();
+}
+"""
+
+#: Runs in the browser when the operator switches mode: the last press no longer has a
+#: result to play (a result still on its way is discarded).
+FORGET_PRESS = """
+(...values) => {
+  window.ttsPress = (window.ttsPress || 0) + 1;
+  window.ttsPressedAt = null;
+  return values;
+}
+"""
+
+#: Runs in the browser after Delete… is pressed in the Voices tab: the confirmation (or
+#: the refusal) is brought into view; it appears under the list of voices, often below
+#: the fold.
+SHOW_CONFIRM = """
+() => {
+  setTimeout(() => {
+    const shown = [...document.querySelectorAll("#delete-confirm, #voice-message .ui-error")]
+      .find((e) => e.offsetParent !== null);
+    if (shown) shown.scrollIntoView({ block: "nearest" });
+  }, 50);
 }
 """

@@ -133,12 +133,14 @@ def style_notice(info: Mapping[str, Any]) -> str:
 _NAME_CUT = re.compile(r"[^\w\-]+")  # what lib.files would replace anyway, and punctuation
 
 
-def download_name(voice: str, text: str, seed: int, key: str, fmt: str) -> str:
-    """A file name that says what the file is: voice, start of the text, seed (and 6
-    digits of the key, so two different results never share a name)."""
+def download_name(voice: str, text: str, seed: int, key: str, fmt: str, style: str = "") -> str:
+    """A file name that says what the file is: voice, start of the text, the style
+    words when there are any, seed (and 6 digits of the key, so two different results
+    never share a name)."""
     start = _NAME_CUT.sub("_", text.strip()).strip("_")[:20].strip("_") or "text"
     who = _NAME_CUT.sub("_", voice.strip()).strip("_")[:24] or "upload"
-    return f"{who}_{start}_seed{seed}_{key[:6]}.{fmt}"
+    how = _NAME_CUT.sub("_", style.strip()).strip("_")[:16].strip("_")
+    return f"{who}_{start}_{how + '_' if how else ''}seed{seed}_{key[:6]}.{fmt}"
 
 
 def history_label(cache: str, voice: str, text: str, seed: int, at: float | None = None) -> str:
@@ -202,9 +204,16 @@ def stats_markdown(snap: Mapping[str, Any], window: tuple[str, float, int] | Non
 
 def segments_line(since: Mapping[str, Any]) -> str:
     """Segments reused and synthesised, composed answers, streams and their mean time to
-    first audio, since start."""
+    first audio on the server, since start (labelled so: the operator hears it later, by
+    the browser's own buffering; the UI shows that time next to each result's badge)."""
     streams = int(since.get("streams", 0))
-    first = f", 首段音频平均 first audio after {since.get('first_audio_ms', 0) / streams:.0f} ms" if streams else ""
+    mean = since.get("first_audio_ms", 0) / streams if streams else 0
+    first = (
+        f", 首段音频在服务器端就绪平均 {mean:.0f} ms first audio ready on the server after {mean:.0f} ms "
+        "(服务器时间，不含浏览器缓冲 server time: the browser plays it later)"
+        if streams
+        else ""
+    )
     return (
         f"**分句 Segments**: {since.get('segments_reused', 0)} 复用 reused, "
         f"{since.get('segments_synthesised', 0)} 合成 synthesised; **模板拼接 Composed**: {since.get('composed', 0)}; "
@@ -264,6 +273,11 @@ def admin_sentence(action: str, done: Mapping[str, Any]) -> str:
         both = f"，共享缓存 {shared} 条" if shared else ""
         also = f" and {shared} from the shared tier" if shared else ""
         return f"✔ 已清空缓存：删除 {n} 条{both}。Cleared the cache: {_entries(n)} removed{also}."
+    if action == "evict" and not done["removed"]:
+        return (
+            f"⚠ 未删除任何条目：缓存中没有模型版本 `{done['tag']}` 的条目（请从列表中选择）。"
+            f"Nothing removed: the cache holds no entries of model version `{done['tag']}` (pick one from the list)."
+        )
     if action == "evict":
         return (
             f"✔ 已删除模型版本 `{done['tag']}` 的 {done['removed']} 条缓存。"
