@@ -177,8 +177,6 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
     form = [mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache]
     convert_form = [source, prompt_audio, voice, seed, speed, fmt, use_cache]
 
-    runs: list[Any] = []  # the running requests a mode switch discards
-
     def request_chain(trigger: Any, api_name: str | None, *, streamed: bool, converts: bool = False) -> None:
         """First clear the result (and list the form's problems), then run: whole, or
         played live sentence by sentence (``streamed``) into the live player; or convert
@@ -188,6 +186,7 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
         inputs = convert_form if converts else form
         run_it = h.convert if converts else h.synthesise_live if streamed else h.synthesise
         button = convert if converts else generate
+        trigger(h.pressed, queue=False, show_progress="hidden", api_visibility="private")  # the form it is for
         run = trigger(
             h.clearer(converts, live=live_ok), inputs=inputs,
             outputs=[*cleared, live, button] if live_ok else [*cleared, button],
@@ -197,7 +196,6 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
             validator=h.validate_convert if converts else h.validate, show_progress_on=[output],
             concurrency_limit=4, api_name=api_name, api_visibility="public" if api_name else "private",
         )  # fmt: skip
-        runs.append(run)
         run.success(None, js=PLAY_RESULT, api_visibility="private")
         run.success(h.history_view, inputs=history, outputs=players, api_visibility="private")
         run.failure(h.failure_view("synth"), outputs=message, api_visibility="private")
@@ -215,23 +213,22 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
         request_chain(examples_shown.load_input_event.then, None, streamed=live_ok)
     dice.click(h.roll_seed, outputs=seed, api_visibility="private")
     note_inputs = [mode, prompt_audio, voice, prompt_text, style]
+    rechecked = [prompt_audio, source, voice, prompt_text, text, style]
     mode.change(
         h.mode_form, inputs=note_inputs,
         outputs=[prompt_audio, prompt_text, voice, style, steps, source, text, generate, convert, live],
         api_visibility="private", show_progress="hidden",
+    ).then(  # the messages Gradio shows at the fields named the form left behind
+        lambda *values: None, inputs=rechecked, validator=h.clear_fields, show_progress="hidden",
+        api_visibility="private",
     )  # fmt: skip
     # A switch by the operator (not an example setting the mode) discards the result area
     # and any request still running (its result belongs to a form no longer shown), and
     # the field messages that belong to the form left behind; the seed's and speed's own
     # checks are run again (they apply in every mode).
     mode.input(
-        h.mode_switched, outputs=[output, badge, details, notice, message, live, generate, convert], cancels=runs,
-        queue=False, show_progress="hidden", api_visibility="private", js=FORGET_PRESS,
-    )  # fmt: skip
-    rechecked = [seed, speed, prompt_audio, source, voice, prompt_text, text, style]
-    mode.input(
-        lambda *values: None, inputs=rechecked, validator=h.recheck_fields, show_progress="hidden",
-        api_visibility="private",
+        h.mode_switched, outputs=[output, badge, details, notice, message, live, generate, convert], queue=False,
+        show_progress="hidden", api_visibility="private", js=FORGET_PRESS,
     )  # fmt: skip
     # The transcript and style are hidden in the modes that ignore them, so only a mode
     # change (above), an upload or a voice choice can change what the notes say.
@@ -239,10 +236,10 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
         changed(h.form_note, inputs=note_inputs, outputs=steps, api_visibility="private", show_progress="hidden")
     # Checked as typed: on change, not on blur (a message appearing when the field loses
     # the focus to a click on Synthesise would move the button away from the click).
-    for field, check in ((seed, h.check_seed), (speed, h.check_speed)):
+    for field, note in ((seed, h.seed_note), (speed, h.speed_note)):
         field.change(
-            lambda value: None, inputs=field, validator=check, api_visibility="private", trigger_mode="always_last",
-            show_progress="hidden",
+            note, inputs=field, outputs=field, api_visibility="private", trigger_mode="always_last",
+            show_progress="hidden", queue=False,
         )  # fmt: skip
     return mode, voice
 

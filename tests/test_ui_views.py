@@ -101,9 +101,8 @@ def test_every_message_is_bilingual_and_names_the_field_by_its_label(
 
 def test_uploaded_paths_are_named_by_their_file_name() -> None:
     upload = "/tmp/gradio/3f9a0c1d2e4b5a6978877665544332211/hot phrases.json"
-    error = PhraseFileError(
-        f'{upload}: phrases[0]: field "prompt_audio": file /tmp/gradio/3f9a0c1d2e4b5a6978877665544332211/voices/a.wav does not exist'
-    )  # noqa: E501
+    inside = "/tmp/gradio/3f9a0c1d2e4b5a6978877665544332211/voices/a.wav"
+    error = PhraseFileError(f'{upload}: phrases[0]: field "prompt_audio": file {inside} does not exist')
     text = explain(error, paths=[upload]).text
     assert "hot phrases.json: phrases[0]" in text and "file voices/a.wav does not exist" in text
     assert "/tmp" not in text and "gradio" not in text

@@ -68,6 +68,10 @@ class HandlerBase:
         self.live_player = live_playback_available()
         """Whether the Synthesise tab has a live player (else a notice in its place)."""
         self._errors: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._forms: OrderedDict[str, int] = OrderedDict()
+        """Per session: how many times the operator switched mode (a result asked for
+        under an earlier mode is discarded: its form is gone)."""
+        self._presses: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
 
     def shipped_phrases(self) -> list[PhraseRequest]:
@@ -82,6 +86,40 @@ class HandlerBase:
     def caller(self, request: gr.Request | None, token: str | None = None) -> Caller:
         host = request.client.host if request is not None and request.client else None
         return self.service.access.caller(origin="ui", client_host=host, token=token)
+
+    # -- the form a result belongs to ---------------------------------------------------
+
+    def form_generation(self, request: gr.Request | None) -> int:
+        """The session's mode-switch count now."""
+        session = getattr(request, "session_hash", None) or ""
+        with self._lock:
+            return self._forms.get(session, 0)
+
+    def pressed(self, request: gr.Request) -> None:
+        """A request was asked for (its first step, at the press): the form it belongs to
+        is the one shown now, whenever its queued run starts."""
+        session = getattr(request, "session_hash", None) or ""
+        with self._lock:
+            self._presses[session] = self._forms.get(session, 0)
+            self._presses.move_to_end(session)
+            while len(self._presses) > _REMEMBERED:
+                self._presses.popitem(last=False)
+
+    def press_generation(self, request: gr.Request | None) -> int:
+        """The form of the session's last press (the current one for an API call,
+        which has no press)."""
+        session = getattr(request, "session_hash", None) or ""
+        with self._lock:
+            return self._presses.get(session, self._forms.get(session, 0))
+
+    def switch_form(self, request: gr.Request | None) -> None:
+        """The operator switched mode: results of requests started before are discarded."""
+        session = getattr(request, "session_hash", None) or ""
+        with self._lock:
+            self._forms[session] = self._forms.get(session, 0) + 1
+            self._forms.move_to_end(session)
+            while len(self._forms) > _REMEMBERED:
+                self._forms.popitem(last=False)
 
     # -- errors --------------------------------------------------------------------------
 

@@ -68,17 +68,28 @@ LIVE_NOTICE = (
 )
 
 
+#: The outputs of a request whose mode is gone: result, badge, details, notice, history.
+_DISCARDED: tuple[Any, ...] = (gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip())
+
+
+def _at_field(name: str, errors: dict[str, Any]) -> str:
+    """The message Gradio shows at field ``name``: none for the seed and speed, whose
+    own line says it already (:meth:`Handlers.seed_note`); the event is stopped anyway."""
+    return "" if name in ("seed", "speed") else str(errors.get(name, ""))
+
+
 def _words(req: TTSRequest | ConvertRequest) -> str:
     """What a result says, for its file name and history label (a conversion has no text)."""
     return req.text if isinstance(req, TTSRequest) else MODE_NAMES["convert"]
 
 
-def _verdict(check: Callable[[], object]) -> dict[str, Any]:
+def _field_note(check: Callable[[], object]) -> Any:
+    """The field's info line: its problem (marked for the error colour), or none."""
     try:
         check()
     except TTSError as exc:
-        return gr.validate(False, str(explain(exc)))  # type: ignore[no-any-return]
-    return gr.validate(True, "")  # type: ignore[no-any-return]
+        return gr.update(info=f"✖ {explain(exc)}", elem_classes=["field-error"])
+    return gr.update(info="", elem_classes=[])  # "": none (None would leave the last one)
 
 
 class Handlers(CacheHandlers):
@@ -124,7 +135,7 @@ class Handlers(CacheHandlers):
         """The Synthesise event's validator: a verdict per input (the form fields, then
         the history state), with the API's rules."""
         errors = form_errors(self.service, values[: len(FORM_FIELDS)])
-        verdicts = [gr.validate(name not in errors, str(errors.get(name, ""))) for name in FORM_FIELDS]
+        verdicts = [gr.validate(name not in errors, _at_field(name, errors)) for name in FORM_FIELDS]
         return verdicts + [gr.validate(True, "") for _ in values[len(FORM_FIELDS) :]]
 
     def synthesise(
@@ -134,12 +145,15 @@ class Handlers(CacheHandlers):
     ) -> tuple[str, str, str, Any, list[HistoryItem]]:  # fmt: skip
         """The whole result at once (``/synthesise``, and the button without ffmpeg)."""
         progress(0.1, desc="合成中 Synthesising…")
+        form = self.press_generation(request)
         try:
             req = build_request(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
             result = self.service.synthesise(req)
             name, path = self._file(req, result, fmt)
         except TTSError as exc:
             self.fail("synth", request, explain(exc, paths=[prompt_audio]))
+        if self.form_generation(request) != form:
+            return _DISCARDED  # the mode was switched meanwhile: not under another mode's form
         return self._shown(req, result, name, path, history)
 
     def synthesise_live(
@@ -153,6 +167,7 @@ class Handlers(CacheHandlers):
         file at the end either way. Leaving the page does not stop the synthesis: the
         result is still cached. Outputs: live player, then those of :meth:`synthesise`."""
         progress(0.1, desc="合成中 Synthesising…")
+        form = self.press_generation(request)
         live = False
         try:
             req = build_request(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
@@ -160,6 +175,8 @@ class Handlers(CacheHandlers):
             if answer.cache in ("MISS", "BYPASS"):  # being made: HIT and COMPOSED come whole
                 feed = LiveFeed(answer.chunks, answer.sample_rate)
                 for pcm in feed.slices():
+                    if self.form_generation(request) != form:
+                        break  # the mode was switched: stop playing (the result is still made and stored)
                     if not live:  # a fresh player (unmounted since the last request) starts at 0
                         live = True
                         badge = badge_html(answer.cache, live=True)
@@ -169,6 +186,9 @@ class Handlers(CacheHandlers):
             name, path = self._file(req, result, fmt)
         except TTSError as exc:
             self.fail("synth", request, explain(exc, paths=[prompt_audio]))
+        if self.form_generation(request) != form:
+            yield gr.skip(), *_DISCARDED
+            return
         yield gr.skip(), *self._shown(req, result, name, path, history, live=live)
 
     # -- convert (speech to speech) -------------------------------------------------------
@@ -182,7 +202,7 @@ class Handlers(CacheHandlers):
     def validate_convert(self, *values: Any) -> list[dict[str, Any]]:
         """The Convert event's validator: a verdict per input (the form, then the history)."""
         errors = convert_errors(self.service, values[: len(CONVERT_FIELDS)])
-        verdicts = [gr.validate(name not in errors, str(errors.get(name, ""))) for name in CONVERT_FIELDS]
+        verdicts = [gr.validate(name not in errors, _at_field(name, errors)) for name in CONVERT_FIELDS]
         return verdicts + [gr.validate(True, "") for _ in values[len(CONVERT_FIELDS) :]]
 
     def convert(
@@ -193,6 +213,7 @@ class Handlers(CacheHandlers):
         """The source recording's words in the target voice (``/convert``): through the
         same cache and single flight as a synthesis; the same outputs."""
         progress(0.1, desc="变声中 Converting…")
+        form = self.press_generation(request)
         try:
             req = build_convert_request(source, prompt_audio, voice, seed, speed, fmt, use_cache)
             check_source(self.service, req.source_audio)
@@ -200,6 +221,8 @@ class Handlers(CacheHandlers):
             name, path = self._file(req, result, fmt)
         except TTSError as exc:
             self.fail("synth", request, explain(exc, paths=[source, prompt_audio]))
+        if self.form_generation(request) != form:
+            return _DISCARDED  # the mode was switched meanwhile: it would land under another form
         return self._shown(req, result, name, path, history)
 
     def _file(self, req: TTSRequest | ConvertRequest, result: SynthesisResult, fmt: str) -> tuple[str, Path]:
@@ -247,14 +270,16 @@ class Handlers(CacheHandlers):
         return updates
 
     @staticmethod
-    def check_seed(value: Any) -> dict[str, Any]:
-        """Validator of the seed field as it is typed (the API's rule). One input:
-        Gradio expects the verdict itself, not a list of one."""
-        return _verdict(lambda: check_seed(value))
+    def seed_note(value: Any) -> Any:
+        """The seed field's own line as it is typed: the API's rule, or nothing. Shown
+        as the field's info, which only this event changes: Gradio's messages at a field
+        are wiped by whichever event finishes next (a mode switch, another field's
+        check), and the seed's message vanished when another field erred."""
+        return _field_note(lambda: check_seed(value))
 
     @staticmethod
-    def check_speed(value: Any) -> dict[str, Any]:
-        return _verdict(lambda: check_speed(value))
+    def speed_note(value: Any) -> Any:
+        return _field_note(lambda: check_speed(value))
 
     @staticmethod
     def roll_seed() -> int:
@@ -271,18 +296,25 @@ class Handlers(CacheHandlers):
         form = MODE_FORMS.get(mode, MODE_FORMS["preset"])
         engine = self.service.engine
         uses_style = style_used(mode, engine.style_modes)
+        chosen = voice
         if form.transcript or (form.prompt_audio and mode not in ("instruct", "convert")):
             # the clone modes take a saved voice, never a preset
             voice = None if voice and self.service.is_preset(voice) else voice
         elif not voice:
             voice = default_voice(engine.presets())
+        # The voice's value is sent only when the mode changes it: an example sets the mode
+        # and the voice at once, and this event may have read the voice before the example
+        # did (it would put the last voice back over the example's).
+        voice_update = (
+            gr.update(label=form.voice_label, value=voice) if voice != chosen else gr.update(label=form.voice_label)
+        )
         style_label = "风格指令 Style instruction" + (
             "（必填 required）" if mode == "instruct" else "（可选 optional, e.g. 'slow, calm' / '开心'）"
         )
         return (
             gr.update(visible=form.prompt_audio, label=form.prompt_label),
             gr.update(visible=form.transcript),
-            gr.update(label=form.voice_label, value=voice),
+            voice_update,
             gr.update(visible=uses_style and not form.source, label=style_label),
             self.form_note(mode, prompt_audio, voice, prompt_text, style),
             gr.update(visible=form.source),
@@ -294,10 +326,12 @@ class Handlers(CacheHandlers):
             gr.update(visible=False) if self.live_player else gr.update(visible=not form.source),
         )
 
-    def mode_switched(self) -> tuple[Any, ...]:
-        """The operator switched mode: the result area is emptied (a result still being
-        made is discarded with its event) and both buttons are ready. Updates of: result,
-        badge, details, notice, message, live player, Synthesise, Convert."""
+    def mode_switched(self, request: gr.Request) -> tuple[Any, ...]:
+        """The operator switched mode: the result area is emptied, a result still being
+        made will be discarded when it comes (it is still cached), and both buttons are
+        ready. Updates of: result, badge, details, notice, message, live player,
+        Synthesise, Convert."""
+        self.switch_form(request)
         return (
             None, "", "", gr.update(value="", visible=False), "",
             gr.update(value=None, visible=False) if self.live_player else gr.update(),
@@ -305,12 +339,10 @@ class Handlers(CacheHandlers):
         )  # fmt: skip
 
     @staticmethod
-    def recheck_fields(seed: Any, speed: Any, *others: Any) -> list[dict[str, Any]]:
-        """After a mode switch: the seed's and speed's checks again (they apply in every
-        mode), and no message on the other fields (they named the form left behind)."""
-        return [_verdict(lambda: check_seed(seed)), _verdict(lambda: check_speed(speed))] + [
-            gr.validate(True, "") for _ in others
-        ]
+    def clear_fields(*fields: Any) -> list[dict[str, Any]]:
+        """After a mode switch: no message at the fields (they named the form left
+        behind; the seed and speed keep their own lines, :meth:`seed_note`)."""
+        return [gr.validate(True, "") for _ in fields]
 
     def form_note(self, mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, style: str) -> str:
         saved = {v["name"] for v in self.service.list_voices() if v["kind"] == "saved"}

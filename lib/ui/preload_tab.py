@@ -30,7 +30,9 @@ def preload_tab(h: CacheHandlers) -> Dependency:
         f"把短语列表预先合成进缓存，已缓存的会跳过；不上传时使用自带的 `{shipped}`。 Run a hot-phrase list "
         f"through the cache; cached phrases are skipped. Without an upload the shipped list `{shipped}` is used."
     )
-    upload = gr.File(label="短语列表（可选）Phrase list (optional)", file_types=[".json"], type="filepath")
+    upload = gr.File(
+        label="短语列表（可选）Phrase list (optional)", file_types=[".json"], type="filepath", elem_id="preload-file"
+    )
     with gr.Row():
         force = gr.Checkbox(False, label="强制重新生成已缓存的短语（管理员）Force: regenerate cached phrases (admin)")
         token = token_box(", to force", h.service.config.server.admin_token_env, "preload-token")

@@ -88,6 +88,9 @@ CSS = """
 #prompt-audio .validation-error button, #source-audio .validation-error button { display: none; }
 .ui-error { color: var(--error-text-color); background: var(--error-background-fill);
   border: 1px solid var(--error-border-color); border-radius: var(--radius-md); padding: 8px 12px; }
+/* A field's own problem line (the seed and speed as they are typed): the error colour. */
+.field-error [data-testid=block-info], .field-error .info-text, .field-error span.info {
+  color: var(--error-text-color) !important; font-weight: 600; }
 .ui-notice { background: #fef3c7; color: #78350f; border-radius: var(--radius-md); padding: 8px 12px; }
 /* Keyboard focus on radios and check boxes: Gradio removes their outline (a radio showed
    a faint ring, a check box none); a 3 px ring in the accent blue (6.7:1 on white). */
