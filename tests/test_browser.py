@@ -21,6 +21,7 @@ import pytest
 from conftest import REPO, serving
 
 import webui
+from lib.access import LOCAL
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.errors import EngineError
@@ -165,11 +166,22 @@ def page(open_page: Callable[[str], Page], app: tuple[str, TTSService]) -> Page:
 # -- helpers --------------------------------------------------------------------------------
 
 
-def in_view(page: Page, locator: Locator) -> bool:
-    box = locator.bounding_box()
-    size = page.viewport_size
-    assert box is not None and size is not None
-    return box["y"] >= 0 and box["y"] + box["height"] <= size["height"] and 0 <= box["x"] <= size["width"]
+def in_view(page: Page, locator: Locator, timeout: float = 15_000) -> bool:
+    """Whether ``locator`` is (or comes, within ``timeout`` ms: a smooth scroll or a
+    re-layout under load) wholly inside the viewport, as the operator sees it."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(
+            """(e) => { const b = e.getBoundingClientRect();
+              return b.top >= 0 && b.bottom <= window.innerHeight && b.left >= 0 && b.left <= window.innerWidth; }""",
+            arg=locator.element_handle(timeout=timeout),
+            timeout=timeout,
+            polling=100,
+        )
+    except PlaywrightTimeout:
+        return False
+    return True
 
 
 def contrast(locator: Locator) -> float:
@@ -374,7 +386,8 @@ def test_every_example_plays_in_one_click_and_is_a_hit_after_the_shipped_preload
 
     service = app[1]
     shipped = REPO / "hot_phrases.json"
-    assert preload(service, expand(load_phrases(shipped)), templates=load_templates(shipped)).failed == 0
+    report = preload(service, expand(load_phrases(shipped)), templates=load_templates(shipped), caller=LOCAL)
+    assert report.failed == 0
     examples = page.locator("#examples button")
     expect(examples).to_have_count(7)
     assert "en-female" in examples.nth(2).inner_text()
@@ -886,7 +899,15 @@ def test_screenshot_after_a_hit(page: Page, viewport: str, tmp_path: Path) -> No
     synthesise(page)
     assert synthesise(page) == "HIT"
     expect(badge(page)).to_have_css("background-color", "rgb(21, 128, 61)")  # green for HIT
-    page.wait_for_function("document.querySelector('#result-audio audio')?.duration > 1")  # the file is loaded
+    # The player shows the file's length once it has read it (the browser's own controls:
+    # their time display follows the element's duration). On a busy 2-core machine that
+    # took more than 5 s (CI): waited for as long as a result may take, never slept.
+    page.wait_for_function(
+        "() => { const a = document.querySelector('#result-audio audio');"
+        " return a !== null && a.readyState >= 1 && a.duration > 1; }",
+        timeout=60_000,
+        polling=100,
+    )
     name = "screenshot.png" if viewport == "desktop" else "screenshot-phone.png"
     # The committed README screenshots are refreshed only on request, so that a test run
     # leaves the work tree clean: TTS_UPDATE_SCREENSHOT=1 ./run.sh test

@@ -122,7 +122,8 @@ input[type=radio]:focus-visible, input[type=checkbox]:focus-visible {
 #: press to the first sound of its result, as the operator hears it, is written next to
 #: the badge (``#first-sound``). And a file that is not audio, chosen or dropped on a
 #: recording field, is refused here in both languages (Gradio would answer with an
-#: English pop-up listing MIME types): the tab's message box says what to upload.
+#: English pop-up listing MIME types): the tab's message box says what to upload. A
+#: press of Synthesise, Convert or an example stops the result playing at once.
 JS = f"""
 () => {{
   document.documentElement.lang = "{LANG}";
@@ -141,6 +142,14 @@ JS = f"""
       button.click();
     }}
   }});
+  // The last result stops at the press itself. The request's first step pauses it too
+  // (SHOW_RESULT), but Gradio runs that script after dispatching the event: 0.1-0.5 s
+  // later on a busy machine, while the old result played on. A disabled (busy) button
+  // fires no click.
+  document.addEventListener("click", (event) => {{
+    if (!event.target.closest || !event.target.closest("#generate, #convert, #examples button")) return;
+    document.querySelectorAll("#result-audio audio, #live-audio audio").forEach((a) => a.pause());
+  }}, true);
   document.addEventListener("playing", (event) => {{
     const at = window.ttsPressedAt;
     const player = event.target.closest && event.target.closest("#result-audio, #live-audio");
@@ -192,6 +201,9 @@ SHOW_RESULT = """
 (...values) => {
   window.ttsPress = (window.ttsPress || 0) + 1;
   window.ttsPressedAt = performance.now();
+  // The last result stops at the press, not when the server's clearing arrives (on a
+  // busy machine that came 0.2-0.5 s later, and the old result played on meanwhile).
+  document.querySelectorAll("#result-audio audio, #live-audio audio").forEach((a) => a.pause());
   const panel = document.querySelector("#result-panel");
   if (panel) {
     const top = panel.getBoundingClientRect().top;
@@ -232,6 +244,7 @@ FORGET_PRESS = """
 (...values) => {
   window.ttsPress = (window.ttsPress || 0) + 1;
   window.ttsPressedAt = null;
+  document.querySelectorAll("#result-audio audio, #live-audio audio").forEach((a) => a.pause());
   return values;
 }
 """
