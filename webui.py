@@ -17,7 +17,7 @@ import asyncio
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +45,11 @@ from lib.ui.forms import (
     voice_choices,
 )
 from lib.ui.handlers import BUTTON_LABELS, HISTORY, LIVE_NOTICE, Handlers, live_playback_available
+from lib.ui.page import PageLanguage
 from lib.ui.plots import WINDOWS
 from lib.ui.preload_tab import preload_tab
 from lib.ui.tempdir import private_gradio_dir
-from lib.ui.theme import CSS, JS, SHOW_RESULT, theme
+from lib.ui.theme import CSS, FORGET_PRESS, JS, LANG, PLAY_RESULT, SHOW_CONFIRM, SHOW_RESULT, theme
 from lib.ui.views import engine_title
 from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
 
@@ -71,22 +72,22 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
         )
         with gr.Tabs():
             with gr.Tab("合成 Synthesise", id="synth"):
-                voice = _synthesise_tab(h)
+                mode, voice = _synthesise_tab(h)
             with gr.Tab("音色 Voices", id="voices"):
-                delete_pick = _voices_tab(h, demo, voice)
+                delete_pick = _voices_tab(h, demo, mode, voice)
             with gr.Tab("缓存 Cache", id="cache") as cache_tab:
-                _cache_tab(h, demo, cache_tab)
+                refresh_cache = _cache_tab(h, demo, cache_tab)
             with gr.Tab("预加载 Preload", id="preload"):
-                preload_tab(h)
+                refresh_cache(preload_tab(h).success)  # the figures say what the preload did
         demo.load(lambda: h.voice_updates()[:2], outputs=[voice, delete_pick], api_visibility="private")
     return demo
 
 
-def _synthesise_tab(h: Handlers) -> gr.Dropdown:
+def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
     """The form on the left; the button, the result and its badge on the right (kept in
     view on wide screens, right under the button on phones); recent results below."""
     service, engine = h.service, h.service.engine
-    live_ok = live_playback_available()
+    live_ok = h.live_player
     presets = engine.presets()
     modes = mode_choices(engine.modes, converts=can_convert(engine))
     first_mode = "preset" if "preset" in engine.modes else modes[0][1]
@@ -123,7 +124,7 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
                 label="风格指令 Style instruction（可选 optional, e.g. 'slow, calm' / '开心'）",
                 elem_id="style", visible=style_used(first_mode, engine.style_modes), render=False,
             )  # fmt: skip
-            rows, labels = examples(presets, engine.modes)
+            rows, labels = examples(presets, engine.modes, h.shipped_phrases())
             examples_shown = None
             if rows:
                 examples_shown = gr.Examples(
@@ -131,7 +132,7 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
                     label="示例：点一下即可试听 Examples: one click to hear a voice", examples_per_page=8,
                 )  # fmt: skip
             for field in (source, voice, prompt_audio, prompt_text, text, style):
-                field.render()  # below the examples, which need them first
+                field.render()  # type: ignore[no-untyped-call]  # below the examples, which need them first
             with gr.Row():
                 seed = gr.Number(value=0, label=f"随机种子 Seed (0–{MAX_SEED})", elem_id="seed", scale=2)
                 dice = gr.Button("随机 Random", scale=1, min_width=110, elem_id="dice")
@@ -149,11 +150,21 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
             message = gr.HTML(elem_id="result-message", js_on_load=None)
             badge = gr.HTML(elem_id="cache-badge", js_on_load=None)
             notice = gr.Markdown(visible=False, elem_id="style-notice", elem_classes="ui-notice")
+            # Shown only while a long miss plays as it is made (lib.ui.playback); hidden, it
+            # is not rendered, so each live result gets a new element that starts at 0.
             live = gr.Audio(
-                streaming=True, autoplay=True, label="实时播放 Live", interactive=False, elem_id="live-audio"
+                streaming=True, autoplay=True, label="实时播放 Live (边合成边播放 while it is made)",
+                interactive=False, elem_id="live-audio", visible=False,
             ) if live_ok else gr.Markdown(LIVE_NOTICE, elem_id="live-notice")  # fmt: skip
+            # The browser's own player: the page script plays each new result once, from 0
+            # (PLAY_RESULT); Gradio's waveform player keeps its element out of reach.
             output = gr.Audio(
-                type="filepath", label="结果 Result", interactive=False, elem_id="result-audio", buttons=["download"]
+                type="filepath",
+                label="结果 Result",
+                interactive=False,
+                elem_id="result-audio",
+                buttons=["download"],
+                waveform_options=gr.WaveformOptions(show_recording_waveform=False),
             )
             details = gr.Markdown(elem_id="result-details")
     with gr.Accordion("最近结果（本页会话）Recent results in this session", elem_id="history"), gr.Row():
@@ -177,6 +188,7 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
         inputs = convert_form if converts else form
         run_it = h.convert if converts else h.synthesise_live if streamed else h.synthesise
         button = convert if converts else generate
+        trigger(h.pressed, queue=False, show_progress="hidden", api_visibility="private")  # the form it is for
         run = trigger(
             h.clearer(converts, live=live_ok), inputs=inputs,
             outputs=[*cleared, live, button] if live_ok else [*cleared, button],
@@ -186,6 +198,7 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
             validator=h.validate_convert if converts else h.validate, show_progress_on=[output],
             concurrency_limit=4, api_name=api_name, api_visibility="public" if api_name else "private",
         )  # fmt: skip
+        run.success(None, js=PLAY_RESULT, api_visibility="private")
         run.success(h.history_view, inputs=history, outputs=players, api_visibility="private")
         run.failure(h.failure_view("synth"), outputs=message, api_visibility="private")
         for ended in (run.success, run.failure):  # Gradio's .then() does not follow a failure
@@ -202,10 +215,22 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
         request_chain(examples_shown.load_input_event.then, None, streamed=live_ok)
     dice.click(h.roll_seed, outputs=seed, api_visibility="private")
     note_inputs = [mode, prompt_audio, voice, prompt_text, style]
+    rechecked = [prompt_audio, source, voice, prompt_text, text, style]
     mode.change(
         h.mode_form, inputs=note_inputs,
         outputs=[prompt_audio, prompt_text, voice, style, steps, source, text, generate, convert, live],
         api_visibility="private", show_progress="hidden",
+    ).then(  # the messages Gradio shows at the fields named the form left behind
+        lambda *values: None, inputs=rechecked, validator=h.clear_fields, show_progress="hidden",
+        api_visibility="private",
+    )  # fmt: skip
+    # A switch by the operator (not an example setting the mode) discards the result area
+    # and any request still running (its result belongs to a form no longer shown), and
+    # the field messages that belong to the form left behind; the seed's and speed's own
+    # checks are run again (they apply in every mode).
+    mode.input(
+        h.mode_switched, outputs=[output, badge, details, notice, message, live, generate, convert], queue=False,
+        show_progress="hidden", api_visibility="private", js=FORGET_PRESS,
     )  # fmt: skip
     # The transcript and style are hidden in the modes that ignore them, so only a mode
     # change (above), an upload or a voice choice can change what the notes say.
@@ -213,15 +238,15 @@ def _synthesise_tab(h: Handlers) -> gr.Dropdown:
         changed(h.form_note, inputs=note_inputs, outputs=steps, api_visibility="private", show_progress="hidden")
     # Checked as typed: on change, not on blur (a message appearing when the field loses
     # the focus to a click on Synthesise would move the button away from the click).
-    for field, check in ((seed, h.check_seed), (speed, h.check_speed)):
-        field.change(
-            lambda value: None, inputs=field, validator=check, api_visibility="private", trigger_mode="always_last",
-            show_progress="hidden",
+    for number, note in ((seed, h.seed_note), (speed, h.speed_note)):
+        number.change(
+            note, inputs=number, outputs=number, api_visibility="private", trigger_mode="always_last",
+            show_progress="hidden", queue=False,
         )  # fmt: skip
-    return voice
+    return mode, voice
 
 
-def _voices_tab(h: Handlers, demo: gr.Blocks, voice: gr.Dropdown) -> gr.Dropdown:
+def _voices_tab(h: Handlers, demo: gr.Blocks, mode: gr.Radio, voice: gr.Dropdown) -> gr.Dropdown:
     """Save a recording under a name, play every voice, delete saved ones (confirmed)."""
     token_env = h.service.config.server.admin_token_env
     version = gr.State(0)
@@ -245,7 +270,7 @@ def _voices_tab(h: Handlers, demo: gr.Blocks, voice: gr.Dropdown) -> gr.Dropdown
     message = gr.HTML(elem_id="voice-message", js_on_load=None)
     sample = gr.Audio(type="filepath", label="试听 Sample", interactive=False, autoplay=True, elem_id="voice-sample")
 
-    @gr.render(inputs=[version, token], triggers=[version.change, demo.load, token.blur])
+    @gr.render(inputs=[version, token], triggers=[version.change, demo.load, token.blur])  # type: ignore[untyped-decorator]
     def voice_rows(_version: int, admin_token: str, request: gr.Request) -> None:
         for i, v in enumerate(h.voices_for(admin_token, request)):  # transcripts for the admin only
             kind = "预置 preset" if v["kind"] == "preset" else f"已存 saved · {v.get('seconds', '')} s"
@@ -277,15 +302,19 @@ def _voices_tab(h: Handlers, demo: gr.Blocks, voice: gr.Dropdown) -> gr.Dropdown
         show_progress_on=[message],
     )
     saving.failure(h.failure_view("voices"), outputs=message, api_visibility="private")
-    delete.click(h.ask_delete, inputs=pick, outputs=[confirm_box, question, message], api_visibility="private")
+    delete.click(
+        h.ask_delete, inputs=pick, outputs=[confirm_box, question, message], api_visibility="private"
+    ).then(None, js=SHOW_CONFIRM, api_visibility="private")  # fmt: skip
     no.click(lambda: gr.update(visible=False), outputs=confirm_box, api_visibility="private")
     deleting = yes.click(h.delete_voice, inputs=[pick, token], outputs=[*outputs, confirm_box], api_name="delete_voice")
     deleting.failure(h.failure_view("voices"), outputs=message, api_visibility="private")
+    deleting.success(h.voice_kept, inputs=[mode, voice], outputs=voice, api_visibility="private")
     return pick
 
 
-def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> None:
-    """Figures, plots and top phrases over a chosen window; export; admin actions."""
+def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> Callable[[Any], None]:
+    """Figures, plots and top phrases over a chosen window; export; admin actions.
+    Returns what refreshes them and the evict choices after a trigger (a preload's end)."""
     token_env = h.service.config.server.admin_token_env
     with gr.Row():
         window = gr.Dropdown(WINDOWS, value=WINDOWS[0][1], label="时间范围 Window", elem_id="window", scale=3)
@@ -294,7 +323,7 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> None:
     with gr.Row():
         latency = gr.Plot(label="延迟 Latency (ms, 对数刻度 log scale)", elem_id="latency-plot", min_width=320)
         hit_rate = gr.Plot(label="命中率 Hit rate (%)", elem_id="hit-rate-plot", min_width=320)
-    widths = ["14%", "14%", "50%", "22%"]
+    widths: list[str | int] = ["19%", "21%", "36%", "24%"]  # on a phone, wide enough for "Count", "Missed", "female"
     requested = gr.Dataframe(
         label="最常请求 Most requested (by text and voice; seeds, styles and speeds added up)",
         interactive=False, wrap=True, elem_id="top-requested", column_widths=widths, max_height=360,
@@ -329,10 +358,16 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> None:
             verify_btn = gr.Button("校验 Verify", elem_id="admin-verify")
         result = gr.HTML(elem_id="admin-result", js_on_load=None)
     shown = [stats, latency, hit_rate, requested, missed]
-    for trigger in (refresh.click, tab.select, window.change, demo.load, token.blur):
+
+    def refresh_after(trigger: Any) -> None:
+        trigger(h.refresh_cache, inputs=[window, token], outputs=shown, api_visibility="private").then(
+            h.evict_choices, outputs=tag, api_visibility="private", show_progress="hidden"
+        )
+
+    for trigger in (window.change, demo.load, token.blur):
         trigger(h.refresh_cache, inputs=[window, token], outputs=shown, api_visibility="private")
     for trigger in (refresh.click, tab.select):
-        trigger(h.evict_choices, outputs=tag, api_visibility="private", show_progress="hidden")
+        refresh_after(trigger)
     gr.Timer(10.0).tick(
         h.refresh_cache, inputs=[window, token], outputs=shown, api_visibility="private", show_progress="hidden"
     )
@@ -347,9 +382,7 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> None:
             show_progress_on=[result],  # an error never lies over the confirmation box
         )  # fmt: skip
         done.failure(h.failure_view("admin"), outputs=result, api_visibility="private")
-        done.success(h.refresh_cache, inputs=[window, token], outputs=shown, api_visibility="private").then(
-            h.evict_choices, outputs=tag, api_visibility="private", show_progress="hidden"
-        )
+        refresh_after(done.success)
     exporting = export.click(
         h.export_top, inputs=token, outputs=[export_file, export_message], api_name="export_phrases",
         show_progress_on=[export_message],
@@ -358,6 +391,7 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> None:
         lambda path: gr.update(visible=bool(path)), inputs=export_file, outputs=export_file, api_visibility="private"
     )
     exporting.failure(h.failure_view("export"), outputs=export_message, api_visibility="private")
+    return refresh_after
 
 
 def create_app(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> FastAPI:
@@ -372,6 +406,7 @@ def create_app(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
         for route in mounted.routes:  # the UI gets every path the API has no route for
             if isinstance(route, Mount) and isinstance(route.app, FastAPI):
                 install_routing_errors(route.app)
+        mounted.add_middleware(PageLanguage, lang=LANG)  # lang="zh-CN" in the HTML itself
         return mounted
 
     async def mount_in_a_loop() -> FastAPI:

@@ -77,9 +77,13 @@ class Dashboard:
             snap.pop("top_missed", None)
             snap["texts"] = "hidden: the admin sees the most requested phrases"
         store = self.tiers.store.stats()
+        # One reading of the entries per model version for every figure that counts
+        # entries (the total and each version's line), so they agree on one panel.
+        counts = self.tiers.store.tags()
+        entries = sum(counts.values()) if counts else store["entries"]
         since, total = snap["since_start"], snap["total"]
         snap.update(
-            entries=store["entries"], bytes=store["bytes"], size_limit=store["size_limit"],
+            entries=entries, bytes=store["bytes"], size_limit=store["size_limit"],
             effective_limit=store.get("effective_limit", store["size_limit"]),
             memory_entries=len(self.tiers.memory), memory_bytes=self.tiers.memory.nbytes,
             hits=since["hits"], misses=since["misses"], bypasses=since["bypasses"],
@@ -89,7 +93,7 @@ class Dashboard:
             cache_available=self.tiers.store.available, cache_error=self.tiers.store.last_error,
             shared=self.shared.status() if self.shared is not None else None,
             objects=self.objects.status() if self.objects is not None else None,
-            model_versions=self.readiness.versions() if self.readiness is not None else [],
+            model_versions=self.readiness.versions(counts) if self.readiness is not None else [],
             lexicon=self._lexicon() if self._lexicon is not None else None,
         )  # fmt: skip
         return snap

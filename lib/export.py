@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from lib.access import Action, Caller, check
 from lib.errors import TTSError
-from lib.phrases import SCHEMA_VERSION
+from lib.phrases import PHRASE_MODES, SCHEMA_VERSION
 from lib.request import TTSRequest
 from lib.takes.records import Approval
 from lib.textnorm import cut_text
@@ -61,7 +61,9 @@ def export_phrases(service: TTSService, top: int = 50, *, caller: Caller) -> tup
         except TTSError as exc:
             notes.append(f"{quoted} cannot be requested again as it was: {exc}")
             continue
-        if not matches:
+        if not matches and in_its_mode == row["key"] and row.get("mode") in PHRASE_MODES:
+            phrase["mode"] = row["mode"]  # asked for in a mode the voice and style do not imply (instruct)
+        elif not matches:
             why = (
                 f"was made in the {row.get('mode')} mode, which a phrase list cannot choose"
                 if in_its_mode == row["key"]

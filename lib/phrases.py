@@ -15,6 +15,11 @@ A list names its voices once and then its phrases::
       ]
     }
 
+A phrase may name its ``mode`` (``preset``, ``zero_shot``, ``cross_lingual`` or
+``instruct``; without one it is picked from the voice and style as for any request):
+``{"text": "欢迎光临！", "voice": "desk", "mode": "instruct", "style": "开心"}`` preloads the
+very request the UI's instruct mode makes (an instruct phrase needs a style).
+
 A voice is either ``preset`` (a preset voice of the engine, or a voice saved in the voice
 library) or ``prompt_audio`` (a path relative to the list file) with an optional
 ``prompt_text`` (its transcript; without one the voice is cloned cross-lingually). A
@@ -53,6 +58,7 @@ from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED, check_seed, check_speed
 
 __all__ = [
     "MAX_FILE_BYTES",
+    "PHRASE_MODES",
     "SCHEMA_VERSION",
     "PhraseFileError",
     "PhraseRequest",
@@ -72,7 +78,9 @@ _LOGGER = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 _TOP_KEYS = {"version", "voices", "phrases", "templates"}  # templates: lib.compose.templates
 _VOICE_KEYS = {"preset", "prompt_audio", "prompt_text"}
-_PHRASE_KEYS = {"text", "voice", "style", "seed", "speed", "seeds", "styles", "take"}
+_PHRASE_KEYS = {"text", "voice", "style", "seed", "speed", "seeds", "styles", "take", "mode"}
+#: The modes a phrase may name (convert is not a phrase: it speaks a recording).
+PHRASE_MODES = ("preset", "zero_shot", "cross_lingual", "instruct")
 
 
 #: Largest phrase file read (a list of 10,000 phrases is about 1 MB).
@@ -155,9 +163,12 @@ class PhraseRequest(VoiceSpec):
     text: str
     take: str = ""
     """The digest of the approved take's samples (``lib.takes.records.pcm_digest``), "" for none."""
+    mode: str = ""
+    """One of :data:`PHRASE_MODES`, or "" (picked from the voice and style)."""
 
     def request(self, *, use_cache: bool = True) -> TTSRequest:
-        return self.speaking(self.text, use_cache=use_cache, origin="preload")
+        request = self.speaking(self.text, use_cache=use_cache, origin="preload")
+        return replace(request, mode=self.mode) if self.mode else request
 
 
 def load_phrases(path: str | Path, rules: PhraseRules | None = None) -> list[PhraseRequest]:
@@ -350,9 +361,20 @@ def _phrase(where: str, spec: Any, voices: Mapping[str, VoiceSpec], source: str)
     take = spec.get("take", "")
     if not isinstance(take, str) or (take and not re.fullmatch(r"[0-9a-f]{32}", take)):
         raise PhraseFileError(f"{source}: {label}: field 'take': must be 32 hexadecimal digits (as Export writes it)")
+    mode = spec.get("mode", "")
+    if mode != "" and mode not in PHRASE_MODES:
+        raise PhraseFileError(
+            f'{source}: {label}: field "mode": {mode!r} is not a mode; use one of {", ".join(PHRASE_MODES)}'
+        )
+    if mode == "instruct" and not all(isinstance(s, str) and s.strip() for s in styles):
+        name = "styles" if "styles" in spec else "style"
+        raise PhraseFileError(
+            f"{source}: {label}: field {name!r}: instruct mode needs a style instruction for every request, "
+            'e.g. "style": "开心"'
+        )
     voice = voices[voice_name]
     return [
-        PhraseRequest(where, text, take, **vars(replace(voice, style=style, seed=seed, speed=speed)))
+        PhraseRequest(where, text, take, mode, **vars(replace(voice, style=style, seed=seed, speed=speed)))
         for seed, style in itertools.product(seeds, styles)
     ]
 

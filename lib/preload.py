@@ -191,16 +191,21 @@ def _pin(service: TTSService, items: list[PhraseRequest | _Piece], name: str) ->
 def _preload_one(
     service: TTSService, item: PhraseRequest, *, force: bool, dry_run: bool, caller: Caller
 ) -> tuple[str, str]:
+    started = time.perf_counter()
     try:
         request = item.request()
         r = service.resolve(request)
         approval = service.takes.approval_for(r)
         if approval is not None and not r.seeded:  # the phrase's approved take answers it
             if not (force and service.takes.current(approval)):
+                if not dry_run:
+                    _count_cached(service, started)
                 return "cached", ""
             request = replace(request, seed=approval.seed)  # force: rebuild the take, to compare
             r = service.resolve(request)
         if not force and service.cache.lookup(r.key) is not None:
+            if not dry_run:
+                _count_cached(service, started)
             return "cached", ""
         if dry_run:
             return "generated", ""
@@ -230,7 +235,18 @@ class _Piece:
 
 
 def _preload_piece(service: TTSService, item: _Piece, *, force: bool, dry_run: bool) -> tuple[str, str]:
+    started = time.perf_counter()
     try:
-        return service.preload_piece(item.template, item.text, force=force, dry_run=dry_run), ""
+        outcome = service.preload_piece(item.template, item.text, force=force, dry_run=dry_run)
     except TTSError as exc:
         return "failed", str(exc)
+    if outcome == "cached" and not dry_run:
+        _count_cached(service, started)
+    return outcome, ""
+
+
+def _count_cached(service: TTSService, started: float) -> None:
+    """A phrase or piece the preload found cached (skipped): the dashboard's "already
+    cached" (``preload_hits``), beside its "generated". Statistics only: nothing was
+    served, so the request metrics are not touched."""
+    service.dashboard.stats.record("hit", time.perf_counter() - started, origin="preload")

@@ -155,7 +155,7 @@ class Resolver:
             seed=c.seed,
             speed=c.speed,
             mode=mode,
-            finish=self._recipe(c.text),
+            finish=self._recipe(c.text, style),
             reading=self._reading(c.text, request.voice),
         )
         return self._resolved(request, c.delivery, fields, prompt, preset, phrase=phrase_id(fields), seeded=c.seeded)
@@ -191,13 +191,14 @@ class Resolver:
             **vars(delivery),
         )
 
-    def _recipe(self, text: str) -> str:
+    def _recipe(self, text: str, style: str = "") -> str:
         """The key's ``finish`` field: "" when the answer is the engine's audio untouched
         (one segment, no tail, no loudness target: the key it had before segments),
-        else the assembly recipe. Only that case needs the text split."""
+        else the assembly recipe (with the level ``style`` asks for, if any). Only that
+        case needs the text split."""
         if self.finish.identity and len(split(text, self.finish.max_chars)) == 1:
             return ""
-        return self.finish.recipe
+        return self.finish.recipe_for(style)
 
     def resolve_convert(self, request: ConvertRequest) -> Resolved:
         """Convert mode: keyed on the source recording's fingerprint, the target voice,

@@ -10,8 +10,9 @@ key under that version (the same voice, text and settings; only the engine and m
 version fields change) and asking the disk tier whether it holds it.
 
 The hot phrases are the phrases of ``templates.file`` (``hot_phrases.json``, the list
-``./run.sh`` preloads). The answer is kept for a short while: it reads the store once
-per phrase and version, and the dashboard refreshes every few seconds.
+``./run.sh`` preloads). The answer is kept while the entry counts per version stay the
+same (it reads the store once per phrase and version); any write, clear, evict or
+preload changes them, so the figures never lag behind the store they describe.
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,6 @@ from lib.request import Resolved, TTSRequest
 __all__ = ["Readiness"]
 
 _LOGGER = logging.getLogger(__name__)
-
-_FRESH_SECONDS = 30.0
 
 
 class Readiness:
@@ -53,18 +51,21 @@ class Readiness:
         self.current = current
         """The serving version's tag (``engine:model_version``)."""
         self._lock = threading.Lock()
-        self._answer: tuple[float, list[dict[str, Any]]] | None = None
+        self._answer: tuple[object, list[dict[str, Any]]] | None = None
         self._fields: tuple[tuple[str, int, str], list[KeyFields]] | None = None
 
-    def versions(self) -> list[dict[str, Any]]:
+    def versions(self, counts: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
         """``[{"tag", "engine", "model_version", "entries", "hot_ready", "hot_total",
-        "serving"}]``, the serving version first."""
-        with self._lock:
-            if self._answer is not None and time.monotonic() - self._answer[0] < _FRESH_SECONDS:
-                return self._answer[1]
-        counts = self.store.tags()
+        "serving"}]``, the serving version first. ``counts``: the entries per tag as the
+        caller read them (:meth:`AudioStore.tags`), so that its other figures and these
+        come from one reading; read here when not given."""
+        counts = dict(self.store.tags() if counts is None else counts)
         counts.setdefault(self.current, 0)
         hot = self._hot_fields()
+        stamp = (tuple(sorted(counts.items())), id(hot))
+        with self._lock:
+            if self._answer is not None and self._answer[0] == stamp:
+                return self._answer[1]
         rows = []
         for tag, entries in counts.items():
             engine, _, version = tag.partition(":")
@@ -77,7 +78,7 @@ class Readiness:
             })  # fmt: skip
         rows.sort(key=lambda row: (not row["serving"], row["tag"]))
         with self._lock:
-            self._answer = (time.monotonic(), rows)
+            self._answer = (stamp, rows)
         return rows
 
     def _hot_fields(self) -> list[KeyFields]:

@@ -23,7 +23,7 @@ from lib.service import TTSService
 
 SUMMARY = re.compile(r"^preload: (\d+) phrases, (\d+) generated, (\d+) already cached, (\d+) failed in [0-9.]+ s$")
 A = {"a": "tone-low"}
-BUILTIN_PRESETS = {"zh-female", "zh-male", "en-female", "en-male"}
+BUILTIN_PRESETS = {"zh-female", "zh-male", "en-female", "en-male", "yue-female"}
 
 
 def run_preload(*args: str, cache: Path, engine: str = "tone", timeout: float = 240) -> tuple[int, str, str]:
@@ -101,6 +101,12 @@ def test_failed_phrases_exit_1_and_are_counted(tmp_path: Path) -> None:
          ["voices['a']", "prompt_audio", "'missing.wav' is not an audio file inside the phrase list's folder"]),
         ({"voices": {"a": {"preset": "x", "prompt_audio": "y"}}, "phrases": []}, ["voices['a']", "exactly one"]),
         ({"phrases": [{"text": "x", "voice": "a"}]}, ['"voices"']),
+        ({"voices": A, "phrases": [{"text": "x", "voice": "a", "mode": "convert"}]},
+         ["phrases[0]", '"mode"', "'convert' is not a mode", "instruct"]),
+        ({"voices": A, "phrases": [{"text": "x", "voice": "a", "mode": "instruct"}]},
+         ["phrases[0]", "'style'", "instruct mode needs a style"]),
+        ({"voices": A, "phrases": [{"text": "x", "voice": "a", "mode": "instruct", "styles": ["开心", ""]}]},
+         ["phrases[0]", "'styles'", "instruct mode needs a style"]),
     ],
 )  # fmt: skip
 def test_invalid_file_names_entry_and_field(tmp_path: Path, document: Any, fragments: list[str]) -> None:
@@ -135,6 +141,26 @@ def test_prompt_audio_voices_are_relative_to_the_file(tmp_path: Path, testdata_d
     assert [(r.prompt_audio, r.style) for r in requests] == [(desk, ""), (desk, "开心")]
     code, out, _ = run_preload("--phrases", str(tmp_path / "hot.json"), cache=tmp_path / "c")
     assert code == 0 and summary(out) == (2, 2, 0, 0)
+
+
+def test_a_phrase_names_its_mode_and_is_preloaded_under_that_requests_key(tmp_path: Path) -> None:
+    """An instruct phrase is the request the UI's instruct mode makes (its key differs
+    from the same words and style in preset mode)."""
+    document = {"voices": A, "phrases": [
+        {"text": "欢迎光临！", "voice": "a", "mode": "instruct", "style": "开心"},
+        {"text": "欢迎光临！", "voice": "a", "style": "开心"},
+    ]}  # fmt: skip
+    instruct, plain = parse_phrases(document, base_dir=tmp_path)
+    assert (instruct.mode, plain.mode) == ("instruct", "")
+    service = TTSService(load_config(env={}, overrides={"cache.dir": str(tmp_path / "c"), "engine": "tone"}))
+    try:
+        from lib.request import TTSRequest
+
+        asked = TTSRequest(text="欢迎光临！", voice=instruct.voice, style="开心", mode="instruct")
+        assert service.resolve(instruct.request()).key == service.resolve(asked).key
+        assert service.resolve(plain.request()).key != service.resolve(asked).key
+    finally:
+        service.close()
 
 
 def test_shipped_list_is_valid_and_uses_builtin_presets() -> None:

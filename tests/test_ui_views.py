@@ -102,7 +102,8 @@ def test_every_message_is_bilingual_and_names_the_field_by_its_label(
 
 def test_uploaded_paths_are_named_by_their_file_name() -> None:
     upload = "/tmp/gradio/3f9a0c1d2e4b5a6978877665544332211/hot phrases.json"
-    error = PhraseFileError(f"{upload}: phrases[0]: field \"prompt_audio\": file /tmp/gradio/3f9a0c1d2e4b5a6978877665544332211/voices/a.wav does not exist")  # noqa: E501
+    inside = "/tmp/gradio/3f9a0c1d2e4b5a6978877665544332211/voices/a.wav"
+    error = PhraseFileError(f'{upload}: phrases[0]: field "prompt_audio": file {inside} does not exist')
     text = explain(error, paths=[upload]).text
     assert "hot phrases.json: phrases[0]" in text and "file voices/a.wav does not exist" in text
     assert "/tmp" not in text and "gradio" not in text
@@ -129,7 +130,24 @@ def test_modes_leave_room_for_more_and_follow_the_engine() -> None:
     assert all("→" in form.steps and "Ctrl+Enter" in form.steps for form in MODE_FORMS.values())
 
 
-def test_examples_are_preset_voices_chinese_first_with_an_instruct_one() -> None:
+def test_examples_are_phrases_of_the_shipped_list_asked_for_as_listed() -> None:
+    """Every example is a request of hot_phrases.json with the same voice, mode, style and
+    (the form's defaults) seed and speed: the same key, so the shipped preload makes it a
+    hit. Five preset voices, Chinese first, and the list's instruct phrases."""
+    from conftest import REPO
+
+    from lib.phrases import load_phrases
+
+    listed = expand(load_phrases(REPO / "hot_phrases.json"))
+    presets = ["en-female", "en-male", "yue-female", "zh-female", "zh-male"]
+    rows, labels = examples(presets, {"preset", "instruct"}, listed)
+    assert [r[1] for r in rows[:5]] == ["zh-female", "zh-male", "en-female", "en-male", "yue-female"]
+    assert [r[0] for r in rows].count("instruct") == 2 and len(labels) == len(rows) == 7
+    as_listed = {(p.mode or "preset", p.voice, p.text, p.style) for p in listed if p.seed in (None, 0) and p.speed == 1.0}
+    assert all(tuple(row) in as_listed for row in rows), [r for r in rows if tuple(r) not in as_listed]
+
+
+def test_examples_without_a_list_are_preset_voices_chinese_first_with_an_instruct_one() -> None:
     presets = ["en-female", "en-male", "yue-female", "zh-female", "zh-male"]
     rows, labels = examples(presets, {"preset", "instruct"})
     assert [r[1] for r in rows[:5]] == ["zh-female", "zh-male", "en-female", "en-male", "yue-female"]
@@ -235,6 +253,32 @@ def test_badge_and_download_name() -> None:
     assert download_name("", "  ?? ", 0, "abcdef", "wav") == "upload_text_seed0_abcdef.wav"
 
 
+def test_download_names_carry_the_style() -> None:
+    """Three files of one text in three styles were named alike but for the key."""
+    styles = ("", "loud", "慢一点，开心")
+    names = [download_name("zh-female", "欢迎光临！", 0, "abcdef", "wav", style) for style in styles]
+    assert names == [
+        "zh-female_欢迎光临_seed0_abcdef.wav",
+        "zh-female_欢迎光临_loud_seed0_abcdef.wav",
+        "zh-female_欢迎光临_慢一点_开心_seed0_abcdef.wav",
+    ]
+
+
+def test_a_composed_answer_of_cached_pieces_only_is_a_hit() -> None:
+    from lib.ui.views import shown_cache
+
+    def result(cache: str, made: int) -> Any:
+        info = {"template": "templates[0]", "segments": 8, "segments_reused": 8 - made, "segments_synthesised": made}
+        return SimpleNamespace(cache=cache, info=info)
+
+    assert shown_cache(result("COMPOSED", 0)) == "HIT"
+    assert shown_cache(result("COMPOSED", 1)) == "COMPOSED"
+    assert shown_cache(result("MISS", 0)) == "MISS"
+    hit = badge_html("HIT", info=result("COMPOSED", 0).info)
+    assert 'data-cache="HIT"' in hit and "由模板的 8 个缓存片段拼接" in hit and "8 cached pieces" in hit
+    assert 'data-live="1"' in badge_html("MISS", live=True) and 'data-live="0"' in badge_html("MISS")
+
+
 def test_style_notice_lists_the_unknown_words() -> None:
     assert style_notice({"ignored_style_words": []}) == ""
     notice = style_notice({"ignored_style_words": ["grumpy", "紫色"]})
@@ -259,7 +303,6 @@ def test_top_phrases_are_grouped_by_text_and_voice_name() -> None:
     assert top_table(rows, by="misses").values.tolist()[0] == [7, 2, "欢迎光临", "zh-female"]
 
 
-
 def test_the_cache_tab_lists_the_most_missed_by_misses(service: TTSService) -> None:
     for _ in range(5):  # 1 miss, 4 hits
         service.synthesise(TTSRequest(text="popular", voice="tone-low"))
@@ -269,6 +312,7 @@ def test_the_cache_tab_lists_the_most_missed_by_misses(service: TTSService) -> N
     *_, requested, missed = Handlers(service, Path("hot.json")).refresh_cache(request=local)  # type: ignore[arg-type]
     assert requested.values.tolist()[0][2] == "popular"
     assert missed.values.tolist()[0][:3] == [2, 2, "rare"]
+
 
 def test_the_dashboard_counts_preload_apart_from_users(service: TTSService, tmp_path: Path) -> None:
     phrases = parse_phrases(
@@ -281,6 +325,10 @@ def test_the_dashboard_counts_preload_apart_from_users(service: TTSService, tmp_
     text = stats_markdown(snap, ("最近 15 分钟 Last 15 min", 1.0, 1))
     assert "1 命中 hits, 0 未命中 misses (100.0 % hit rate)" in text
     assert "**预加载 Preload** (counted apart 单独统计): 2 生成 generated, 0 已缓存 already cached" in text
+    preload(service, expand(phrases), caller=LOCAL)  # both cached now: counted as such (preload_hits)
+    assert service.dashboard.snapshot(caller=LOCAL)["since_start"]["preload_hits"] == 2
+    again = stats_markdown(service.dashboard.snapshot(caller=LOCAL))
+    assert "2 生成 generated, 2 已缓存 already cached" in again
     assert "**命中率 Hit rate, 最近 15 分钟 Last 15 min**: 100.0 % (1 次用户请求 user lookups)" in text
     assert re.search(r"Engine time saved by hits\*\*: \d+\.\d s since start", text)
 
@@ -304,6 +352,8 @@ def test_admin_results_are_sentences() -> None:
         "✔ 已清空缓存：删除 3 条。Cleared the cache: 3 entries removed."
     )
     assert "Removed 1 entry of model version `a:b`" in admin_sentence("evict", {"tag": "a:b", "removed": 1})
+    nothing = admin_sentence("evict", {"tag": "a:c", "removed": 0})  # no entries of it: no tick, no "success"
+    assert nothing.startswith("⚠") and "✔" not in nothing and "Nothing removed" in nothing and "`a:c`" in nothing
     done = {"checked": 4, "corrupt_removed": 1, "repairs": ["fixed size"], "available": True}
     verify = admin_sentence("verify", done)
     assert "Checked 4 entries, removed 1 corrupt" in verify and "fixed size" in verify
@@ -325,3 +375,71 @@ def test_latency_is_on_a_log_axis_with_hit_and_miss_apart() -> None:
     assert [v["t"] for v in values] == [round((now - 5) * 1000), round((now - 4) * 1000), round((now - 3) * 1000)]
     assert [round(v["ms"], 2) for v in values] == [1800.0, 0.1, 500.0]
     assert latency_plot(samples, 1, now) is None
+
+
+def test_first_audio_on_the_dashboard_is_labelled_server_time() -> None:
+    from lib.ui.views import segments_line
+
+    line = segments_line({"streams": 2, "first_audio_ms": 300})
+    assert "first audio ready on the server after 150 ms" in line and "server time" in line
+    assert "first audio" not in segments_line({"streams": 0})
+
+
+def test_the_figures_of_the_cache_tab_come_from_one_reading(service: TTSService, tmp_path: Path) -> None:
+    """ "Entries 117" beside "ready 0/26 · 0 entries": the versions line was kept 30 s and
+    read the store apart. Now both count one reading, after a clear and after a preload."""
+    hot = tmp_path / "hot.json"
+    phrases = [{"text": "欢迎", "voice": "v", "seeds": [1, 2, 3]}]
+    hot.write_text(json.dumps({"voices": {"v": "tone-low"}, "phrases": phrases}))
+    svc = TTSService(load_config(env={}, overrides={
+        "cache.dir": str(tmp_path / "c2"), "engine": "tone", "templates.file": str(hot),
+    }))  # fmt: skip
+    try:
+        h = Handlers(svc, hot)
+        first = h.refresh_cache()[0]
+        assert "**条目 Entries** 0 " in first and "就绪 ready 0/3 · 0 entries" in first
+        preload(svc, expand(parse_phrases(json.loads(hot.read_text()), base_dir=tmp_path)), caller=LOCAL)
+        svc.cache.flush()
+        after = h.refresh_cache()[0]
+        assert "**条目 Entries** 3 " in after and "就绪 ready 3/3 · 3 entries" in after
+        svc.admin.clear(caller=LOCAL)
+        cleared = h.refresh_cache()[0]
+        assert "**条目 Entries** 0 " in cleared and "就绪 ready 0/3 · 0 entries" in cleared
+    finally:
+        svc.close()
+
+
+def test_the_save_message_says_when_a_recording_is_outside_3_to_10_s(
+    service: TTSService, testdata_dir: Path, tmp_path: Path
+) -> None:
+    import numpy as np
+    import soundfile as sf
+
+    audio, rate = sf.read(testdata_dir / "zh_female_prompt.wav", dtype="float32")
+    long = tmp_path / "long.wav"
+    sf.write(long, np.concatenate([audio] * 4)[: int(13.75 * rate)], rate)
+    local = SimpleNamespace(client=SimpleNamespace(host="127.0.0.1"))
+    h = Handlers(service, Path("hot.json"))
+    done = h.save_voice("long-one", str(long), "", False, "", local)[-1]  # type: ignore[arg-type]
+    assert "13.75 s" in done and "outside the 3–10 s" in done and "不在建议的 3–10 秒内" in done
+    short = h.save_voice("short-one", str(testdata_dir / "zh_female_prompt.wav"), "", False, "", local)[-1]  # type: ignore[arg-type]
+    assert "⚠" not in short
+
+
+def test_a_delete_is_refused_before_any_question_and_the_deleted_voice_leaves_the_form(
+    service: TTSService, testdata_dir: Path
+) -> None:
+    local = SimpleNamespace(client=SimpleNamespace(host="127.0.0.1"))
+    h = Handlers(service, Path("hot.json"))
+    for name, why in (("tone-low", "presets cannot be deleted"), ("nobody", "no saved voice named"), ("", "")):
+        box, question, message = h.ask_delete(name)
+        assert box == {"__type__": "update", "visible": False} and question == "" and "ui-error" in message
+        assert why in message and "cannot be undone" not in message
+    h.save_voice("desk", str(testdata_dir / "zh_female_prompt.wav"), "", False, "", local)  # type: ignore[arg-type]
+    box, question, _ = h.ask_delete("desk")
+    assert box["visible"] and "确定删除音色「desk」？" in question and "This cannot be undone." in question
+    assert h.voice_kept("preset", "desk") == {"__type__": "update"}  # still there: kept
+    h.delete_voice("desk", "", local)  # type: ignore[arg-type]
+    assert h.voice_kept("preset", "desk") == {"__type__": "update", "value": "tone-high"}  # gone: the default
+    assert h.voice_kept("zero_shot", "desk") == {"__type__": "update", "value": None}  # a clone mode: none
+    assert h.voice_kept("preset", "tone-low") == {"__type__": "update"}  # another voice's delete keeps it

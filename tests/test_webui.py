@@ -377,7 +377,11 @@ def test_admin_rule_is_the_access_policy() -> None:
     assert "send the admin token" in (refusal("s3cret", "", "127.0.0.1") or "")
 
 
-def test_preloaded_template_answers_composed_with_its_badge(client: Client, tmp_path: Path) -> None:
+def test_preloaded_template_answers_hit_of_its_pieces_and_composed_when_one_is_made(
+    client: Client, service: TTSService, tmp_path: Path
+) -> None:
+    """An answer composed from cached pieces only is a HIT (of its pieces) in the UI,
+    the first time and every time after; one that needed a piece made is COMPOSED."""
     templates = tmp_path / "templates.json"
     templates.write_text(json.dumps({
         "voices": {"low": "tone-low"},
@@ -388,22 +392,49 @@ def test_preloaded_template_answers_composed_with_its_badge(client: Client, tmp_
     report = client.predict(handle_file(str(templates)), False, "", api_name="/preload")
     # 请, 号顾客到, 号窗口, A-C and 零-九 (一 and 二 are the window numbers too): 16 pieces
     assert "preload: 16 phrases, 16 generated" in report and "1 template(s) active" in report
+    calls = service.engine.calls
+    for _ in range(2):  # served again: a hit again
+        _, badge, details = _synth(client, text="请B207号顾客到2号窗口")
+        assert 'data-cache="HIT"' in badge and "#15803d" in badge and "由模板的 8 个缓存片段拼接" in badge
+        assert "0 合成 synthesised)" in details  # every piece was in the cache
+    assert service.engine.calls == calls
+    template = next(t for t in service.templates.templates() if t.voice == "tone-low")
+    service.admin.forget(service.templates.piece_request(template, "七").key, caller=LOCAL)  # one piece gone
     _, badge, details = _synth(client, text="请B207号顾客到2号窗口")
     assert 'data-cache="COMPOSED"' in badge and "#1d4ed8" in badge and "由模板的缓存片段拼接" in badge
-    assert "0 合成 synthesised)" in details  # every piece was in the cache
+    assert "1 合成 synthesised)" in details and service.engine.calls == calls + 1
+    _, badge, _ = _synth(client, text="请B207号顾客到2号窗口")
+    assert 'data-cache="HIT"' in badge  # the piece made is cached: all pieces again
 
 
-def test_live_synthesis_plays_each_sentence_before_the_whole(client: Client, service: TTSService) -> None:
+def test_a_fast_result_plays_whole_and_a_long_slow_miss_plays_live(client: Client, service: TTSService) -> None:
+    """The button's event (``/synthesise_live``): a miss that is whole within a second
+    never opens the live player (its file plays); a long miss made slower than that,
+    but faster than it plays, is streamed in half-second slices after the live player
+    is shown, and its badge says it was heard live (the file is not played again)."""
     if not webui.live_playback_available():
         if os.environ.get("CI"):
             pytest.fail("ffmpeg is missing; .ci/run installs it with apt-get install ffmpeg")
         pytest.skip("the live player needs ffmpeg (apt-get install ffmpeg); CI runs this test")
-    form = {**_FORM, "text": "第一句话在这里。第二句话也在这里。第三句话还在这里。"}
-    job = client.submit(*form.values(), api_name="/synthesise_live")
+    quick = list(client.submit(*{**_FORM, "text": "第一句话。第二句话。"}.values(), api_name="/synthesise_live"))
+    assert len(quick) == 1 and 'data-cache="MISS"' in quick[0][2] and 'data-live="0"' in quick[0][2]
+    service.engine.delay, service.engine.seconds_per_char = 0.4, 0.15  # 2.4 s of sound per 0.4 s
+    text = "".join(f"第{i}句话在这里慢慢地合成出来。" for i in range(1, 7))
+    job = client.submit(*{**_FORM, "text": text}.values(), api_name="/synthesise_live")
     updates = list(job)
-    live = [u for u in updates if isinstance(u[0], str)]
-    assert len(live) == 3 and all(u[1] == {"__type__": "update"} for u in live)  # the result player waits
-    final = job.result()
-    assert final[0] == {"__type__": "update"} and final[1].endswith(".wav") and 'data-cache="MISS"' in final[2]
-    whole = service.synthesise(TTSRequest(text=form["text"], voice="tone-low"))
+    shown, *slices, final = updates
+    assert shown[0] == {"__type__": "update", "visible": True} and 'data-live="1"' in shown[2]
+    assert len(slices) >= 2 * 4 and all(isinstance(u[0], str) and u[1] == {"__type__": "update"} for u in slices)
+    assert final[0] == {"__type__": "update"} and 'data-cache="MISS"' in final[2] and 'data-live="1"' in final[2]
+    whole = service.synthesise(TTSRequest(text=text, voice="tone-low"))
     assert whole.cache == "HIT" and _md5(final[1]) == hashlib.md5(whole.wav).hexdigest()
+
+
+def test_the_served_page_says_it_is_chinese_before_any_script_runs(client: Client) -> None:
+    page = httpx.get(client.src, timeout=30)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    tag = re.search(r"<html[^>]*>", page.text)
+    assert tag is not None and 'lang="zh-CN"' in tag.group(0) and 'lang="en"' not in tag.group(0)
+    assert int(page.headers["content-length"]) == len(page.content)
+    api = httpx.get(client.src.rstrip("/") + "/healthz", timeout=30)  # other answers untouched
+    assert api.headers["content-type"].startswith("application/json")

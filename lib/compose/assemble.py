@@ -15,6 +15,13 @@ the whole result, bit for bit: the streamed answer and the cached one are one th
 :attr:`Finish.recipe` names all of this in the key of every finished result (see
 :class:`lib.cache.keys.KeyFields`): a change of any setting makes new keys, while the
 segments, which are raw engine output, are reused as they are.
+
+The loudness target is the level of the *neutral* voice. A style that asks for a level
+("loud", "soft"; :data:`STYLE_LEVELS`) keeps it: its units are brought to the target plus
+the style's gain (loud +4.1 dB, soft -6.0 dB: the builtin engine's energy factors x1.6
+and x0.5), peaks still limited to -1 dBFS. Levelling to the target alone undid the
+style (the three files measured -16.3 LUFS). Such results name the gain in their recipe
+(:meth:`Finish.recipe_for`), so their keys changed; results without one keep theirs.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,12 +41,37 @@ from lib.compose.loudness import integrated_loudness, normalise
 from lib.compose.segments import SPLIT_VERSION
 from lib.config import AppConfig
 
-__all__ = ["ASSEMBLY_VERSION", "Finish", "Joiner", "to_float", "trim", "unit_loudness"]
+__all__ = [
+    "ASSEMBLY_VERSION", "STYLE_LEVELS", "Finish", "Joiner", "style_level_db", "to_float", "trim", "unit_loudness",
+]  # fmt: skip
 
 _LOGGER = logging.getLogger(__name__)
 
 #: Part of every recipe: bump when trimming, gain or joining change what they make.
 ASSEMBLY_VERSION = 1
+
+#: Style words that set a level, with the factor (of amplitude) they set it by, relative
+#: to the neutral voice at the loudness target. The factors are the builtin engine's
+#: "energy" (docs/builtin-engine.md); words of one line count once, and the lines multiply.
+STYLE_LEVELS: tuple[tuple[tuple[str, ...], float], ...] = (
+    (("loud", "loudly", "louder", "大声", "响亮"), 1.6),
+    (("soft", "softly", "quiet", "quietly", "whisper", "轻声", "小声", "柔和", "轻柔"), 0.5),
+    (("sad", "sadly", "unhappy", "悲伤", "难过", "伤心"), 0.8),
+    (("excited", "excitedly", "激动", "兴奋"), 1.2),
+)
+_WORDS = re.compile(r"[a-z]+")
+
+
+def style_level_db(style: str) -> float:
+    """The gain in dB a style asks for over the neutral level (0.0 for none): English
+    words whole (case-insensitive), Chinese words anywhere in the instruction."""
+    words = set(_WORDS.findall(style.lower()))
+    factor = 1.0
+    for names, level in STYLE_LEVELS:
+        if any(name in words if name.isascii() else name in style for name in names):
+            factor *= level
+    return round(20.0 * math.log10(factor), 2) if factor != 1.0 else 0.0
+
 
 #: Silence kept before the first and after the last loud sample of a unit, in seconds.
 _LEAD, _TRAIL = 0.02, 0.04
@@ -78,7 +111,13 @@ class Finish:
     @property
     def recipe(self) -> str:
         """Canonical text of every setting that changes an assembled result."""
-        doc = {
+        return self.recipe_for("")
+
+    def recipe_for(self, style: str) -> str:
+        """:attr:`recipe` of a result in ``style``: with the style's level gain
+        (``"style_db"``) when it has one and a loudness target applies; the same text
+        as :attr:`recipe` otherwise (those keys did not change)."""
+        doc: dict[str, Any] = {
             "v": [SPLIT_VERSION, ASSEMBLY_VERSION],
             "max": self.max_chars,
             "pause": [round(self.pause_sentence, 3), round(self.pause_clause, 3)],
@@ -86,26 +125,33 @@ class Finish:
             "tail": round(self.tail, 3),
             "lufs": None if self.loudness is None else round(self.loudness, 2),
         }
+        gain = style_level_db(style) if self.loudness is not None else 0.0
+        if gain:
+            doc["style_db"] = gain
         return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 
     def pause(self, kind: str) -> float:
         """Seconds of silence after a segment whose pause is ``kind``."""
         return {"sentence": self.pause_sentence, "clause": self.pause_clause}.get(kind, 0.0)
 
-    def level(self, x: NDArray[Any], rate: int, loudness: float | None = None) -> NDArray[Any]:
-        """``x`` brought to the loudness target (unchanged without one); ``loudness``:
-        its loudness when known."""
+    def level(self, x: NDArray[Any], rate: int, loudness: float | None = None, *, style: str = "") -> NDArray[Any]:
+        """``x`` brought to the loudness target plus the level ``style`` asks for
+        (:func:`style_level_db`), peaks limited; unchanged without a target.
+        ``loudness``: its loudness when known."""
         if self.loudness is None or x.size == 0:
             return x
-        return normalise(x, rate, self.loudness, loudness)
+        return normalise(x, rate, self.loudness + style_level_db(style), loudness)
 
-    def unit(self, pcm: NDArray[Any], rate: int, meta: Mapping[str, Any] | None = None) -> NDArray[Any]:
-        """One unit ready to join: trimmed and levelled float32. ``meta``: the segment's,
-        whose ``unit_lufs`` (see :func:`unit_loudness`) spares measuring it again."""
+    def unit(
+        self, pcm: NDArray[Any], rate: int, meta: Mapping[str, Any] | None = None, *, style: str = ""
+    ) -> NDArray[Any]:
+        """One unit ready to join: trimmed and levelled float32 (``style``: the result's,
+        for its level). ``meta``: the segment's, whose ``unit_lufs`` (see
+        :func:`unit_loudness`) spares measuring it again."""
         x = trim(to_float(pcm), rate)
         known = (meta or {}).get("unit_lufs")
         loudness = float(known[1]) if isinstance(known, list) and known[:1] == [ASSEMBLY_VERSION] else None
-        return self.level(x, rate, loudness)
+        return self.level(x, rate, loudness, style=style)
 
     def silence(self, seconds: float, rate: int) -> NDArray[Any]:
         return np.zeros(round(seconds * rate), dtype=np.float32)

@@ -137,7 +137,7 @@ class Composer:
             parts.append(joiner.push(trim(to_float(raw.pcm), rate), 0.0 if last else gap))
         assert joiner is not None
         parts.append(joiner.close())
-        whole = finish.level(np.concatenate(parts), rate)
+        whole = finish.level(np.concatenate(parts), rate, style=r.fields.style)
         pcm = float_to_int16(np.concatenate([whole, finish.silence(finish.tail, rate)]))
         made.segments = len(match.pieces)
         meta = self.producer.meta(r, role="composed", info={"template": match.template.entry})
@@ -191,7 +191,8 @@ class Composer:
             info = info or dict(raw.meta.get("info", {}))
             joiner = joiner or Joiner(rate, finish.crossfade)
             last = i == len(segments) - 1
-            out = joiner.push(finish.unit(raw.pcm, rate, raw.meta), 0.0 if last else finish.pause(seg.pause))
+            unit = finish.unit(raw.pcm, rate, raw.meta, style=r.fields.style)  # a loud style stays loud
+            out = joiner.push(unit, 0.0 if last else finish.pause(seg.pause))
             if last:
                 out = np.concatenate([out, joiner.close(finish.tail)])
             pcm = float_to_int16(out)

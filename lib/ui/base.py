@@ -12,6 +12,8 @@ client's address and the admin token typed in the form (:mod:`lib.access`).
 from __future__ import annotations
 
 import html
+import logging
+import shutil
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -21,10 +23,14 @@ from typing import NoReturn
 import gradio as gr
 
 from lib.access import Caller
+from lib.errors import TTSError
+from lib.phrases import PhraseRequest, expand, load_phrases
 from lib.service import TTSService
 from lib.ui.messages import UIMessage
 
-__all__ = ["HandlerBase", "error_html", "token_box"]
+__all__ = ["HandlerBase", "error_html", "live_playback_available", "token_box"]
+
+_LOGGER = logging.getLogger(__name__)
 
 _REMEMBERED = 512  # failed events whose message waits for its .failure step
 
@@ -35,6 +41,11 @@ def token_box(purpose: str, token_env: str, elem_id: str) -> gr.Textbox:
     return gr.Textbox(
         label=f"管理员令牌 Admin token{purpose} (only when {token_env} is set)", type="password", elem_id=elem_id
     )
+
+
+def live_playback_available() -> bool:
+    """Gradio's streaming audio output encodes with the ffmpeg program."""
+    return shutil.which("ffmpeg") is not None
 
 
 def error_html(text: str | list[str]) -> str:
@@ -54,12 +65,61 @@ class HandlerBase:
     def __init__(self, service: TTSService, phrases_path: Path) -> None:
         self.service = service
         self.phrases_path = phrases_path
+        self.live_player = live_playback_available()
+        """Whether the Synthesise tab has a live player (else a notice in its place)."""
         self._errors: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._forms: OrderedDict[str, int] = OrderedDict()
+        """Per session: how many times the operator switched mode (a result asked for
+        under an earlier mode is discarded: its form is gone)."""
+        self._presses: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
+
+    def shipped_phrases(self) -> list[PhraseRequest]:
+        """The requests of the shipped phrase list (the examples are taken from it);
+        none when it cannot be read (the examples then use sample texts)."""
+        try:
+            return expand(load_phrases(self.phrases_path))
+        except TTSError as exc:
+            _LOGGER.warning("no examples from %s: %s", self.phrases_path.name, exc)
+            return []
 
     def caller(self, request: gr.Request | None, token: str | None = None) -> Caller:
         host = request.client.host if request is not None and request.client else None
         return self.service.access.caller(origin="ui", client_host=host, token=token)
+
+    # -- the form a result belongs to ---------------------------------------------------
+
+    def form_generation(self, request: gr.Request | None) -> int:
+        """The session's mode-switch count now."""
+        session = getattr(request, "session_hash", None) or ""
+        with self._lock:
+            return self._forms.get(session, 0)
+
+    def pressed(self, request: gr.Request) -> None:
+        """A request was asked for (its first step, at the press): the form it belongs to
+        is the one shown now, whenever its queued run starts."""
+        session = getattr(request, "session_hash", None) or ""
+        with self._lock:
+            self._presses[session] = self._forms.get(session, 0)
+            self._presses.move_to_end(session)
+            while len(self._presses) > _REMEMBERED:
+                self._presses.popitem(last=False)
+
+    def press_generation(self, request: gr.Request | None) -> int:
+        """The form of the session's last press (the current one for an API call,
+        which has no press)."""
+        session = getattr(request, "session_hash", None) or ""
+        with self._lock:
+            return self._presses.get(session, self._forms.get(session, 0))
+
+    def switch_form(self, request: gr.Request | None) -> None:
+        """The operator switched mode: results of requests started before are discarded."""
+        session = getattr(request, "session_hash", None) or ""
+        with self._lock:
+            self._forms[session] = self._forms.get(session, 0) + 1
+            self._forms.move_to_end(session)
+            while len(self._forms) > _REMEMBERED:
+                self._forms.popitem(last=False)
 
     # -- errors --------------------------------------------------------------------------
 

@@ -154,6 +154,7 @@ class CacheHandlers(HandlerBase):
                 self.service.templates.add(templates, caller=caller)
         except TTSError as exc:
             self.fail("preload", request, explain(exc, paths=paths))
+        self.service.cache.flush()  # every entry on disk before the Cache tab counts them (it refreshes next)
         head = (
             f"{'✔' if not report.failed else '⚠'} 预加载完成：共 {report.total} 条，生成 {report.generated} 条，"
             f"已缓存 {report.cached} 条，失败 {report.failed} 条。  \n`{report.summary()}`"

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from lib.config import AppConfig
 from lib.errors import ValidationError
+from lib.phrases import PhraseRequest
 from lib.request import CONVERT, Resolved, TTSRequest
 from lib.ui.messages import MODE_NAMES, FieldErrors, UIMessage
 from lib.validate import check_seed, check_speed, normalise_fields
@@ -147,26 +148,37 @@ def style_used(mode: str, style_modes: Collection[str]) -> bool:
 
 
 def examples(
-    presets: Sequence[str], modes: Collection[str]
+    presets: Sequence[str], modes: Collection[str], phrases: Sequence[PhraseRequest] = ()
 ) -> tuple[list[list[Any]], list[str]]:  # fmt: skip
     """One-click examples on the engine's preset voices: rows of (mode, voice, text,
-    style) and their labels. Uploaded recordings cannot be examples (the app ships
-    none); saved voices are played from the Voices tab."""
-    rows: list[list[Any]] = []
+    style) and their labels. Each is a phrase of ``phrases`` (the shipped list, which
+    ``./run.sh`` preloads), asked for exactly as the list asks for it, so that a click
+    is a hit: per preset voice the first phrase in preset mode with the form's default
+    seed and speed, then the list's instruct phrases. Uploaded recordings cannot be
+    examples (the app ships none); saved voices are played from the Voices tab. Without
+    a list, sample texts (not preloaded)."""
     order = {"zh": 0, "en": 1, "yue": 2}
-    presets = sorted(presets, key=lambda p: order[language_of(p)])
+    presets = sorted(presets, key=lambda p: order[language_of(p)])[:5]
+    plain = [p for p in phrases if p.prompt_audio is None and p.seed in (None, 0) and p.speed == 1.0]
+    rows: list[list[Any]] = []
     if "preset" in modes:
         seen: dict[str, int] = {}
-        for voice in presets[:5]:
-            lang = language_of(voice)
-            rows.append(["preset", voice, sample_text(voice, seen.get(lang, 0)), ""])
-            seen[lang] = seen.get(lang, 0) + 1
+        for voice in presets:
+            listed = next((p for p in plain if p.voice == voice and p.mode in ("", "preset") and not p.style), None)
+            if listed is not None:
+                rows.append(["preset", voice, listed.text, ""])
+            elif not phrases:
+                lang = language_of(voice)
+                rows.append(["preset", voice, sample_text(voice, seen.get(lang, 0)), ""])
+                seen[lang] = seen.get(lang, 0) + 1
     if "instruct" in modes and presets:
-        zh = default_voice(presets)
-        en = next((p for p in presets if language_of(p) == "en"), None)
-        rows.append(["instruct", zh, "欢迎光临！", "开心"])
-        if en is not None:
-            rows.append(["instruct", en, "Please mind the gap.", "slow, calm"])
+        rows += [["instruct", p.voice, p.text, p.style] for p in plain if p.mode == "instruct" and p.voice in presets]
+        if not phrases:
+            zh = default_voice(presets)
+            en = next((p for p in presets if language_of(p) == "en"), None)
+            rows.append(["instruct", zh, "欢迎光临！", "开心"])
+            if en is not None:
+                rows.append(["instruct", en, "Please mind the gap.", "slow, calm"])
     labels = [
         f"{voice} · {style + ' · ' if style else ''}{text if len(text) <= 16 else text[:15] + '…'}"
         for _, voice, text, style in rows

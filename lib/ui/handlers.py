@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import random
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from lib.reports import VoiceInfo
 from lib.request import ConvertRequest, TTSRequest
 from lib.results import SynthesisResult
 from lib.service import TTSService
-from lib.ui.base import error_html
+from lib.ui.base import error_html, live_playback_available
 from lib.ui.cache_handlers import CacheHandlers
 from lib.ui.convert import CONVERT_FIELDS, build_convert_request, check_source, convert_errors
 from lib.ui.forms import (
@@ -38,12 +37,14 @@ from lib.ui.forms import (
     voice_choices,
 )
 from lib.ui.messages import MODE_NAMES, explain
+from lib.ui.playback import LiveFeed
 from lib.ui.views import (
     HistoryItem,
     badge_html,
     details_markdown,
     download_name,
     history_label,
+    shown_cache,
     style_notice,
 )
 from lib.validate import MAX_SEED, check_seed, check_speed
@@ -53,21 +54,26 @@ __all__ = ["BUTTON_LABELS", "HISTORY", "LIVE_NOTICE", "Handlers", "error_html", 
 HISTORY = 5
 """Recent results kept per browser session."""
 
+RECOMMENDED_SECONDS = (3.0, 10.0)
+"""The length of a voice recording the forms ask for (a save outside it says so)."""
+
 #: The Synthesise and Convert buttons (by ``converts``), ready and while a request runs.
 BUTTON_LABELS = {False: "合成 Synthesise", True: "变声 Convert"}
 BUSY_LABELS = {False: "合成中… Synthesising…", True: "变声中… Converting…"}
 
+#: The result details while a long miss plays live.
+LIVE_NOTE = "生成中，边合成边播放 Generating: playing while it is made…"
+
 #: Shown instead of the live player when ffmpeg is missing.
 LIVE_NOTICE = (
-    "结果合成完毕后播放。要边合成边播放，请安装 ffmpeg（`apt-get install ffmpeg`）并重启。 Results play when "
-    "they are complete. To hear them while they are made, install ffmpeg and restart: Gradio encodes the live "
-    "stream with it."
+    "结果合成完毕后播放。要让长文本边合成边播放，请安装 ffmpeg（`apt-get install ffmpeg`）并重启。 Results play "
+    "when they are complete. To hear long texts while they are made, install ffmpeg and restart: Gradio encodes "
+    "the live stream with it."
 )
 
 
-def live_playback_available() -> bool:
-    """Gradio's streaming audio output encodes with the ffmpeg program."""
-    return shutil.which("ffmpeg") is not None
+#: The outputs of a request whose mode is gone: result, badge, details, notice, history.
+_DISCARDED: tuple[Any, ...] = (gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip())
 
 
 def _words(req: TTSRequest | ConvertRequest) -> str:
@@ -75,12 +81,13 @@ def _words(req: TTSRequest | ConvertRequest) -> str:
     return req.text if isinstance(req, TTSRequest) else MODE_NAMES["convert"]
 
 
-def _verdict(check: Callable[[], object]) -> dict[str, Any]:
+def _field_note(check: Callable[[], object]) -> Any:
+    """The field's info line: its problem (marked for the error colour), or none."""
     try:
         check()
     except TTSError as exc:
-        return gr.validate(False, str(explain(exc)))  # type: ignore[no-any-return]
-    return gr.validate(True, "")  # type: ignore[no-any-return]
+        return gr.update(info=f"✖ {explain(exc)}", elem_classes=["field-error"])
+    return gr.update(info="", elem_classes=[])  # "": none (None would leave the last one)
 
 
 class Handlers(CacheHandlers):
@@ -115,7 +122,10 @@ class Handlers(CacheHandlers):
             # A new update each time: Gradio consumes the dictionaries it is given.
             busy = gr.update(value=BUSY_LABELS[converts], interactive=False)
             button = gr.update() if cleared[-1] else busy  # the last one: the form's problems
-            return (*cleared, None, button) if live else (*cleared, button)
+            # The live player is unmounted (a hidden one is not rendered): the next live
+            # result gets a fresh element, which starts at 0, not where the last one stopped.
+            gone = gr.update(value=None, visible=False)
+            return (*cleared, gone, button) if live else (*cleared, button)
 
         return first
 
@@ -138,13 +148,16 @@ class Handlers(CacheHandlers):
     ) -> tuple[str, str, str, Any, list[HistoryItem]]:  # fmt: skip
         """The whole result at once (``/synthesise``, and the button without ffmpeg)."""
         progress(0.1, desc="合成中 Synthesising…")
+        form = self.press_generation(request)
         try:
-            form = (mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
-            req = build_request(*form)
-            result = self.service.synthesise(self.resolutions.take(form) or req)
+            fields = (mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
+            req = build_request(*fields)
+            result = self.service.synthesise(self.resolutions.take(fields) or req)
             name, path = self._file(req, result, fmt)
         except TTSError as exc:
             self.fail("synth", request, explain(exc, paths=[prompt_audio]))
+        if self.form_generation(request) != form:
+            return _DISCARDED  # the mode was switched meanwhile: not under another mode's form
         return self._shown(req, result, name, path, history)
 
     def synthesise_live(
@@ -152,23 +165,36 @@ class Handlers(CacheHandlers):
         seed: Any, speed: Any, fmt: str, use_cache: bool, history: list[HistoryItem] | None, request: gr.Request,
         progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio injects it by this default
     ) -> Iterator[tuple[Any, ...]]:  # fmt: skip
-        """Like :meth:`synthesise`, but the live player gets each sentence as soon as it
-        exists; the result player gets the whole file at the end. Leaving the page does
-        not stop the synthesis: the result is still cached."""
+        """Like :meth:`synthesise`, but a long miss is played while it is made: the live
+        player is shown and fed (:class:`lib.ui.playback.LiveFeed` decides when and
+        how); every other result plays from its file. The result player gets the whole
+        file at the end either way. Leaving the page does not stop the synthesis: the
+        result is still cached. Outputs: live player, then those of :meth:`synthesise`."""
         progress(0.1, desc="合成中 Synthesising…")
+        form = self.press_generation(request)
+        live = False
         try:
-            form = (mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
-            req = build_request(*form)
-            answer = self.service.stream(self.resolutions.take(form) or req)
-            badge = badge_html(answer.cache)
-            for pcm in answer.chunks:
-                chunk = wav_bytes(pcm, answer.sample_rate)
-                yield chunk, gr.skip(), badge, "生成中 Generating…", gr.skip(), gr.skip()
+            fields = (mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
+            req = build_request(*fields)
+            answer = self.service.stream(self.resolutions.take(fields) or req)
+            if answer.cache in ("MISS", "BYPASS"):  # being made: HIT and COMPOSED come whole
+                feed = LiveFeed(answer.chunks, answer.sample_rate)
+                for pcm in feed.slices():
+                    if self.form_generation(request) != form:
+                        break  # the mode was switched: stop playing (the result is still made and stored)
+                    if not live:  # a fresh player (unmounted since the last request) starts at 0
+                        live = True
+                        badge = badge_html(answer.cache, live=True)
+                        yield gr.update(visible=True), gr.skip(), badge, LIVE_NOTE, gr.skip(), gr.skip()
+                    yield wav_bytes(pcm, answer.sample_rate), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
             result = answer.result()
             name, path = self._file(req, result, fmt)
         except TTSError as exc:
             self.fail("synth", request, explain(exc, paths=[prompt_audio]))
-        yield gr.skip(), *self._shown(req, result, name, path, history)
+        if self.form_generation(request) != form:
+            yield gr.skip(), *_DISCARDED
+            return
+        yield gr.skip(), *self._shown(req, result, name, path, history, live=live)
 
     # -- convert (speech to speech) -------------------------------------------------------
 
@@ -192,21 +218,25 @@ class Handlers(CacheHandlers):
         """The source recording's words in the target voice (``/convert``): through the
         same cache and single flight as a synthesis; the same outputs."""
         progress(0.1, desc="变声中 Converting…")
+        form = self.press_generation(request)
         try:
-            form = (source, prompt_audio, voice, seed, speed, fmt, use_cache)
-            req = build_convert_request(*form)
-            resolved = self.resolutions.take(form)
+            fields = (source, prompt_audio, voice, seed, speed, fmt, use_cache)
+            req = build_convert_request(*fields)
+            resolved = self.resolutions.take(fields)
             if resolved is None:
                 check_source(self.service, req.source_audio)
             result = self.service.convert(resolved or req)
             name, path = self._file(req, result, fmt)
         except TTSError as exc:
             self.fail("synth", request, explain(exc, paths=[source, prompt_audio]))
+        if self.form_generation(request) != form:
+            return _DISCARDED  # the mode was switched meanwhile: it would land under another form
         return self._shown(req, result, name, path, history)
 
     def _file(self, req: TTSRequest | ConvertRequest, result: SynthesisResult, fmt: str) -> tuple[str, Path]:
         """The result as a private file named by what it is (voice, text, seed)."""
-        name = download_name(req.voice or "", _words(req), req.seed or 0, result.key, fmt)
+        style = req.style if isinstance(req, TTSRequest) else ""
+        name = download_name(req.voice or "", _words(req), req.seed or 0, result.key, fmt, style)
         if fmt == "wav":
             data = result.wav
         elif result.cache == "COMPOSED":
@@ -219,17 +249,19 @@ class Handlers(CacheHandlers):
     @staticmethod
     def _shown(
         req: TTSRequest | ConvertRequest, result: SynthesisResult, name: str, path: Path,
-        history: list[HistoryItem] | None,
+        history: list[HistoryItem] | None, *, live: bool = False,
     ) -> tuple[str, str, str, Any, list[HistoryItem]]:  # fmt: skip
-        """Result file, badge, details, style notice, and the history with this result first."""
+        """Result file, badge, details, style notice, and the history with this result
+        first. ``live``: the result was heard in the live player (the page script then
+        does not play the file again)."""
         notice = style_notice(result.info)
         item: HistoryItem = {
             "path": str(path),
-            "label": history_label(result.cache, req.voice or "", _words(req), req.seed or 0),
+            "label": history_label(shown_cache(result), req.voice or "", _words(req), req.seed or 0),
         }
         kept = [h for h in (history or []) if h.get("path") != item["path"]]
         return (
-            str(path), badge_html(result.cache), details_markdown(result, name),
+            str(path), badge_html(shown_cache(result), live=live, info=result.info), details_markdown(result, name),
             gr.update(value=notice, visible=bool(notice)), [item, *kept][:HISTORY],
         )  # fmt: skip
 
@@ -246,14 +278,16 @@ class Handlers(CacheHandlers):
         return updates
 
     @staticmethod
-    def check_seed(value: Any) -> dict[str, Any]:
-        """Validator of the seed field as it is typed (the API's rule). One input:
-        Gradio expects the verdict itself, not a list of one."""
-        return _verdict(lambda: check_seed(value))
+    def seed_note(value: Any) -> Any:
+        """The seed field's own line as it is typed: the API's rule, or nothing. Shown
+        as the field's info, which only this event changes: Gradio's messages at a field
+        are wiped by whichever event finishes next (a mode switch, another field's
+        check), and the seed's message vanished when another field erred."""
+        return _field_note(lambda: check_seed(value))
 
     @staticmethod
-    def check_speed(value: Any) -> dict[str, Any]:
-        return _verdict(lambda: check_speed(value))
+    def speed_note(value: Any) -> Any:
+        return _field_note(lambda: check_speed(value))
 
     @staticmethod
     def roll_seed() -> int:
@@ -266,30 +300,57 @@ class Handlers(CacheHandlers):
         convert mode the source recording and the Convert button replace the text and
         the Synthesise button, and the live player (a conversion is not played live) is
         hidden. Updates of: prompt audio, transcript, voice, style, steps, source, text,
-        Synthesise button, Convert button, live player."""
+        Synthesise button, Convert button, live player (or its notice)."""
         form = MODE_FORMS.get(mode, MODE_FORMS["preset"])
         engine = self.service.engine
         uses_style = style_used(mode, engine.style_modes)
+        chosen = voice
         if form.transcript or (form.prompt_audio and mode not in ("instruct", "convert")):
             # the clone modes take a saved voice, never a preset
             voice = None if voice and self.service.voices.is_preset(voice) else voice
         elif not voice:
             voice = default_voice(engine.presets())
+        # The voice's value is sent only when the mode changes it: an example sets the mode
+        # and the voice at once, and this event may have read the voice before the example
+        # did (it would put the last voice back over the example's).
+        voice_update = (
+            gr.update(label=form.voice_label, value=voice) if voice != chosen else gr.update(label=form.voice_label)
+        )
         style_label = "风格指令 Style instruction" + (
             "（必填 required）" if mode == "instruct" else "（可选 optional, e.g. 'slow, calm' / '开心'）"
         )
         return (
             gr.update(visible=form.prompt_audio, label=form.prompt_label),
             gr.update(visible=form.transcript),
-            gr.update(label=form.voice_label, value=voice),
+            voice_update,
             gr.update(visible=uses_style and not form.source, label=style_label),
             self.form_note(mode, prompt_audio, voice, prompt_text, style),
             gr.update(visible=form.source),
             gr.update(visible=not form.source),
             gr.update(visible=not form.source),
             gr.update(visible=form.source),
-            gr.update(visible=not form.source),
+            # The live player only shows while a result plays live (and a mode change
+            # discards that result); without ffmpeg, the notice in its place.
+            gr.update(visible=False) if self.live_player else gr.update(visible=not form.source),
         )
+
+    def mode_switched(self, request: gr.Request) -> tuple[Any, ...]:
+        """The operator switched mode: the result area is emptied, a result still being
+        made will be discarded when it comes (it is still cached), and both buttons are
+        ready. Updates of: result, badge, details, notice, message, live player,
+        Synthesise, Convert."""
+        self.switch_form(request)
+        return (
+            None, "", "", gr.update(value="", visible=False), "",
+            gr.update(value=None, visible=False) if self.live_player else gr.update(),
+            self.idle(False)(), self.idle(True)(),
+        )  # fmt: skip
+
+    @staticmethod
+    def clear_fields(*fields: Any) -> list[dict[str, Any]]:
+        """After a mode switch: no message at the fields (they named the form left
+        behind; the seed and speed keep their own lines, :meth:`seed_note`)."""
+        return [gr.validate(True, "") for _ in fields]
 
     def form_note(self, mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, style: str) -> str:
         saved = {v["name"] for v in self.service.voices.list(caller=ANYONE) if v["kind"] == "saved"}
@@ -316,19 +377,41 @@ class Handlers(CacheHandlers):
             self.fail("voices", request, explain(exc, paths=[audio]))
         name, seconds = saved["name"], saved["seconds"]
         done = f"✔ 已保存音色「{name}」（{seconds} 秒）。Saved the voice '{name}' ({seconds} s)."
+        if not RECOMMENDED_SECONDS[0] <= float(seconds) <= RECOMMENDED_SECONDS[1]:
+            low, high = RECOMMENDED_SECONDS
+            done += (
+                f" ⚠ 录音长 {seconds} 秒，不在建议的 {low:g}–{high:g} 秒内：已按原样保存；一段 {low:g}–{high:g} 秒、"
+                f"只有一个人说话的录音效果最好。 The recording is {seconds} s, outside the {low:g}–{high:g} s asked "
+                f"for: it is saved as it is; {low:g}–{high:g} s of one person speaking clone best."
+            )
         return (*self.voice_updates(), done)
 
-    @staticmethod
-    def ask_delete(name: str | None) -> tuple[Any, str, str]:
-        """The confirmation step of a delete: nothing is deleted yet."""
+    def ask_delete(self, name: str | None) -> tuple[Any, str, str]:
+        """The confirmation step of a delete: nothing is deleted yet. A name that cannot
+        be deleted (none, a preset, no such saved voice) is refused here, before any
+        question. Updates of: the confirmation box, its question, the message."""
+        name = (name or "").strip()
+        hidden = gr.update(visible=False)
         if not name:
-            return (
-                gr.update(visible=False),
-                "",
-                error_html("请先选择要删除的已存音色 Pick a saved voice to delete first."),
-            )
+            return hidden, "", error_html("请先选择要删除的已存音色 Pick a saved voice to delete first.")
+        saved = {str(v["name"]) for v in self.service.voices.list(caller=ANYONE) if v["kind"] == "saved"}
+        if self.service.voices.is_preset(name):
+            why = f"「{name}」是预置音色，不能删除 — '{name}' is a preset voice; presets cannot be deleted."
+            return hidden, "", error_html(why)
+        if name not in saved:
+            why = f"没有名为「{name}」的已存音色 — no saved voice named '{name}'; pick one from the list."
+            return hidden, "", error_html(why)
         question = f"确定删除音色「{name}」？此操作不能撤销。Delete the voice '{name}'? This cannot be undone."
         return gr.update(visible=True), f'<div class="ui-notice" role="status">{html.escape(question)}</div>', ""
+
+    def voice_kept(self, mode: str, voice: str | None) -> Any:
+        """After a delete: the Synthesise tab's voice, unless it was the voice deleted;
+        then the mode's default (the first preset where presets are taken, else none)."""
+        if not voice or voice in {str(v["name"]) for v in self.service.voices.list(caller=ANYONE)}:
+            return gr.update()
+        form = MODE_FORMS.get(mode, MODE_FORMS["preset"])
+        clones = form.transcript or (form.prompt_audio and mode not in ("instruct", "convert"))
+        return gr.update(value=None if clones else default_voice(self.service.engine.presets()))
 
     def delete_voice(self, name: str | None, token: str, request: gr.Request) -> tuple[Any, Any, int, str, Any]:
         try:

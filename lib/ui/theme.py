@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-__all__ = ["CSS", "JS", "LANG", "SHOW_RESULT", "theme"]
+__all__ = ["CSS", "FORGET_PRESS", "JS", "LANG", "PLAY_RESULT", "SHOW_CONFIRM", "SHOW_RESULT", "theme"]
 
 #: The page language: labels lead with Chinese (English follows each).
 LANG = "zh-CN"
@@ -62,25 +62,68 @@ def theme() -> gr.themes.Base:
 #: a busy Synthesise/Convert button is grey and readable (Gradio fades disabled buttons
 #: to half opacity: white on faded blue is about 2.5:1, under the 4.5:1 kept elsewhere).
 CSS = """
+/* Gradio's container has overflow: hidden, which makes it the scroll box that a sticky
+   element sticks in (it never scrolls, so nothing stuck); clip cuts the same overflow
+   without being a scroll box, and the result column sticks to the window. */
+.gradio-container { overflow: clip !important; }
 @media (min-width: 1000px) {
   #result-panel { position: sticky; top: 8px; align-self: flex-start; }
 }
 #result-message:has(.prose:empty) { display: none; }
+/* A form error on a recording field: Gradio lays its red band over the field's label and
+   upload area, with a clear button of its own beside the recording's (two "清除"). Here
+   it sits above the field, in the flow, covering nothing, and the message goes with the
+   next check (the list under the button says it too). */
+#prompt-audio > [data-testid=status-tracker]:has(.validation-error),
+#source-audio > [data-testid=status-tracker]:has(.validation-error) {
+  position: static !important; height: auto; background: none; order: 2; }
+#prompt-audio:has(> [data-testid=status-tracker] .validation-error),
+#source-audio:has(> [data-testid=status-tracker] .validation-error) { display: flex; flex-direction: column; }
+#prompt-audio:has(> [data-testid=status-tracker] .validation-error) > label[data-testid=block-label],
+#source-audio:has(> [data-testid=status-tracker] .validation-error) > label[data-testid=block-label] {
+  position: static; order: 1; align-self: flex-start; }
+#prompt-audio:has(> [data-testid=status-tracker] .validation-error) > .audio-container,
+#source-audio:has(> [data-testid=status-tracker] .validation-error) > .audio-container { order: 3; }
+#prompt-audio .validation-error, #source-audio .validation-error { position: static !important; }
+#prompt-audio .validation-error button, #source-audio .validation-error button { display: none; }
 .ui-error { color: var(--error-text-color); background: var(--error-background-fill);
   border: 1px solid var(--error-border-color); border-radius: var(--radius-md); padding: 8px 12px; }
+/* The seed and speed say their problem on their own line (the field's info, below), which
+   only their own check changes: Gradio's message at the field is wiped by whichever event
+   ends next, and would say it twice meanwhile. API clients still get it in the event's
+   error. */
+#seed > [data-testid=status-tracker]:has(.validation-error),
+#speed > [data-testid=status-tracker]:has(.validation-error) { display: none !important; }
+/* A field's own problem line (the seed and speed as they are typed): the error colour. */
+.field-error [data-testid=block-info], .field-error .info-text, .field-error span.info {
+  color: var(--error-text-color) !important; font-weight: 600; }
 .ui-notice { background: #fef3c7; color: #78350f; border-radius: var(--radius-md); padding: 8px 12px; }
+/* Keyboard focus on radios and check boxes: Gradio removes their outline (a radio showed
+   a faint ring, a check box none); a 3 px ring in the accent blue (6.7:1 on white). */
+input[type=radio]:focus-visible, input[type=checkbox]:focus-visible {
+  outline: 3px solid var(--color-accent) !important; outline-offset: 2px; }
+/* Phrase tables: Gradio breaks words anywhere to fit its columns ("Cou|nt", "Mis|sed" on a
+   phone); lines break between words only (the columns are wide enough for the longest
+   word of the headers and of a voice name, webui.py). */
+#top-requested .wrap, #top-missed .wrap { word-break: normal !important; overflow-wrap: normal !important; }
 .cache-result { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; }
-#generate:disabled, #convert:disabled { opacity: 1; filter: none; cursor: progress;
+#generate:disabled, #convert:disabled, #run-preload:disabled { opacity: 1; filter: none; cursor: progress;
   background: var(--neutral-600); border-color: var(--neutral-600); color: white; }
 """
 
 #: Runs once when the page has loaded. Gradio sets ``<html lang>`` from the browser's
-#: language (``en`` for most); the page is Chinese first. Ctrl+Enter (Cmd+Enter on a
-#: Mac) presses Synthesise (Convert in convert mode): Gradio's text boxes submit on Shift+Enter only, and Gradio
-#: has no keyboard-shortcut component. And a work-around for Gradio 6.31's dropdown:
-#: its key handler runs after a tick and reopens the list after the Tab key has moved
-#: the focus away, so a list would stay open over the next fields; when the focus
-#: lands elsewhere, an open list whose input lost the focus gets the blur it missed.
+#: language (``en`` for most); the page is Chinese first (the served HTML says so too:
+#: lib.ui.page). Ctrl+Enter (Cmd+Enter on a Mac) presses Synthesise (Convert in convert
+#: mode): Gradio's text boxes submit on Shift+Enter only, and Gradio has no
+#: keyboard-shortcut component. A work-around for Gradio 6.31's dropdown: its key
+#: handler runs after a tick and reopens the list after the Tab key has moved the focus
+#: away, so a list would stay open over the next fields; when the focus lands elsewhere,
+#: an open list whose input lost the focus gets the blur it missed. The time from a
+#: press to the first sound of its result, as the operator hears it, is written next to
+#: the badge (``#first-sound``). And a file that is not audio, chosen or dropped on a
+#: recording field, is refused here in both languages (Gradio would answer with an
+#: English pop-up listing MIME types): the tab's message box says what to upload. A
+#: press of Synthesise, Convert or an example stops the result playing at once.
 JS = f"""
 () => {{
   document.documentElement.lang = "{LANG}";
@@ -99,21 +142,122 @@ JS = f"""
       button.click();
     }}
   }});
+  // The last result stops at the press itself. The request's first step pauses it too
+  // (SHOW_RESULT), but Gradio runs that script after dispatching the event: 0.1-0.5 s
+  // later on a busy machine, while the old result played on. A disabled (busy) button
+  // fires no click.
+  document.addEventListener("click", (event) => {{
+    if (!event.target.closest || !event.target.closest("#generate, #convert, #examples button")) return;
+    document.querySelectorAll("#result-audio audio, #live-audio audio").forEach((a) => a.pause());
+  }}, true);
+  document.addEventListener("playing", (event) => {{
+    const at = window.ttsPressedAt;
+    const player = event.target.closest && event.target.closest("#result-audio, #live-audio");
+    if (at == null || !player) return;
+    window.ttsPressedAt = null;
+    const seconds = ((performance.now() - at) / 1000).toFixed(2);
+    const shown = document.querySelector("#first-sound");
+    if (shown) shown.textContent = `· 按下后 ${{seconds}} 秒开始播放 heard ${{seconds}} s after the press`;
+  }}, true);
+  const fields = {{
+    "prompt-audio": ["参考音频 Prompt audio", "result-message"],
+    "source-audio": ["源录音 Source recording", "result-message"],
+    "voice-audio": ["要保存的声音 Voice to save", "voice-message"],
+  }};
+  const audio = /\\.(wav|wave|mp3|flac|ogg|oga|opus|m4a|aac|webm|amr|aif|aiff|wma|mp4)$/i;
+  const notAudio = (file) => !(file.type || "").startsWith("audio/") && !audio.test(file.name);
+  const refuse = (event, files) => {{
+    const field = event.target.closest && event.target.closest("#prompt-audio, #source-audio, #voice-audio");
+    const bad = field && [...(files || [])].find(notAudio);
+    if (!bad) return;
+    event.stopImmediatePropagation();
+    event.preventDefault();
+    if (event.target.value) event.target.value = "";
+    const [label, box] = fields[field.id];
+    const text = `${{label}}：「${{bad.name}}」不是音频文件，请上传 WAV、FLAC、OGG 或 MP3 录音 — ` +
+      `${{bad.name}} is not an audio file; upload a WAV, FLAC, OGG or MP3 recording`;
+    const target = document.querySelector(`#${{box}} .prose`) || document.querySelector(`#${{box}}`);
+    if (target) {{
+      const div = document.createElement("div");
+      div.className = "ui-error";
+      div.setAttribute("role", "alert");
+      div.textContent = "✖ " + text;
+      target.replaceChildren(div);
+    }}
+  }};
+  document.addEventListener("change", (event) => refuse(event, event.target.files), true);
+  document.addEventListener("drop", (event) => refuse(event, event.dataTransfer && event.dataTransfer.files), true);
 }}
 """
 
 #: Runs in the browser as a request starts (the ``js`` of its first step), with the
-#: form's values, which it hands on unchanged. When the result panel is out of view (a
-#: phone, where it sits under the form), it is scrolled to the top of the screen, so the
-#: button, the progress and the badge are in view. Gradio's own ``scroll_to_output``
-#: does nothing in 6.31 (its front end never passes the flag to the status tracker).
+#: form's values, which it hands on unchanged. It numbers the press (a result plays only
+#: for the press that asked for it) and notes its time (for ``#first-sound``). When the
+#: result panel is out of view (a phone, where it sits under the form), it is scrolled
+#: to the top of the screen, so the button, the progress and the badge are in view.
+#: Gradio's own ``scroll_to_output`` does nothing in 6.31 (its front end never passes
+#: the flag to the status tracker).
 SHOW_RESULT = """
 (...values) => {
+  window.ttsPress = (window.ttsPress || 0) + 1;
+  window.ttsPressedAt = performance.now();
+  // The last result stops at the press, not when the server's clearing arrives (on a
+  // busy machine that came 0.2-0.5 s later, and the old result played on meanwhile).
+  document.querySelectorAll("#result-audio audio, #live-audio audio").forEach((a) => a.pause());
   const panel = document.querySelector("#result-panel");
   if (panel) {
     const top = panel.getBoundingClientRect().top;
     if (top < 0 || top > window.innerHeight * 0.6) panel.scrollIntoView({ block: "start" });
   }
   return values;
+}
+"""
+
+#: Runs in the browser after a request's result is shown: plays the result file once,
+#: from its start, unless it was heard live already (the badge's ``data-live``) or a
+#: newer press came meanwhile. The element is the browser's own ``<audio>`` of
+#: ``#result-audio``; its source was removed when the request began, so the first
+#: source seen is this result's.
+PLAY_RESULT = """
+() => {
+  const press = window.ttsPress || 0;
+  const badge = document.querySelector("#cache-badge-value");
+  if (!badge || badge.dataset.live === "1") return;
+  const until = performance.now() + 15000;
+  const play = () => {
+    if ((window.ttsPress || 0) !== press) return;
+    const audio = document.querySelector("#result-audio audio");
+    if (audio && audio.getAttribute("src")) {
+      audio.currentTime = 0;
+      audio.play().catch(() => {});
+      return;
+    }
+    if (performance.now() < until) setTimeout(play, 50);
+  };
+  play();
+}
+"""
+
+#: Runs in the browser when the operator switches mode: the last press no longer has a
+#: result to play (a result still on its way is discarded).
+FORGET_PRESS = """
+(...values) => {
+  window.ttsPress = (window.ttsPress || 0) + 1;
+  window.ttsPressedAt = null;
+  document.querySelectorAll("#result-audio audio, #live-audio audio").forEach((a) => a.pause());
+  return values;
+}
+"""
+
+#: Runs in the browser after Delete… is pressed in the Voices tab: the confirmation (or
+#: the refusal) is brought into view; it appears under the list of voices, often below
+#: the fold.
+SHOW_CONFIRM = """
+() => {
+  setTimeout(() => {
+    const shown = [...document.querySelectorAll("#delete-confirm, #voice-message .ui-error")]
+      .find((e) => e.offsetParent !== null);
+    if (shown) shown.scrollIntoView({ block: "nearest" });
+  }, 50);
 }
 """

@@ -25,6 +25,7 @@ __all__ = [
     "engine_title",
     "history_label",
     "segments_line",
+    "shown_cache",
     "stats_markdown",
     "style_notice",
     "tag_choices",
@@ -59,16 +60,34 @@ def engine_title(name: str) -> str:
     return _ENGINES.get(name, name)
 
 
-def badge_html(cache: str) -> str:
-    """The HIT/MISS/BYPASS pill and what it means; empty before a result."""
+def shown_cache(result: SynthesisResult) -> str:
+    """The badge of ``result``: its cache result, except that an answer composed from a
+    template's pieces that were all in the cache is a HIT (of its pieces: no engine call;
+    the API still says COMPOSED, since no entry is stored under its own key)."""
+    if result.cache == "COMPOSED" and not result.info.get("segments_synthesised", 0):
+        return "HIT"
+    return result.cache
+
+
+def badge_html(cache: str, *, live: bool = False, info: Mapping[str, Any] | None = None) -> str:
+    """The HIT/MISS/BYPASS pill and what it means; empty before a result. ``live``: the
+    result was played live (``data-live``: the page script does not play its file
+    again). ``info``: the result's notes (a HIT composed from pieces says so). The empty
+    ``first-sound`` span is filled by the page script with the time until the operator
+    heard the result."""
     if not cache:
         return ""
     colour = BADGE_COLOURS.get(cache, "#475569")
-    words = html.escape(_BADGE_WORDS.get(cache, ""))
+    words = _BADGE_WORDS.get(cache, "")
+    pieces = int((info or {}).get("segments", 0))
+    if cache == "HIT" and (info or {}).get("template"):
+        words = f"命中缓存：由模板的 {pieces} 个缓存片段拼接 Served from the cache: {pieces} cached pieces joined"
     return (
         f'<div class="cache-result"><span class="cache-badge" id="cache-badge-value" data-cache="{html.escape(cache)}" '
+        f'data-live="{int(live)}" '
         f'style="background:{colour};color:#fff;padding:4px 14px;border-radius:999px;font-weight:700">'
-        f"{html.escape(cache)}</span> <span>{words}</span></div>"
+        f"{html.escape(cache)}</span> <span>{html.escape(words)}</span> "
+        '<span id="first-sound" class="first-sound" role="status"></span></div>'
     )
 
 
@@ -114,12 +133,14 @@ def style_notice(info: Mapping[str, Any]) -> str:
 _NAME_CUT = re.compile(r"[^\w\-]+")  # what lib.files would replace anyway, and punctuation
 
 
-def download_name(voice: str, text: str, seed: int, key: str, fmt: str) -> str:
-    """A file name that says what the file is: voice, start of the text, seed (and 6
-    digits of the key, so two different results never share a name)."""
+def download_name(voice: str, text: str, seed: int, key: str, fmt: str, style: str = "") -> str:
+    """A file name that says what the file is: voice, start of the text, the style
+    words when there are any, seed (and 6 digits of the key, so two different results
+    never share a name)."""
     start = _NAME_CUT.sub("_", text.strip()).strip("_")[:20].strip("_") or "text"
     who = _NAME_CUT.sub("_", voice.strip()).strip("_")[:24] or "upload"
-    return f"{who}_{start}_seed{seed}_{key[:6]}.{fmt}"
+    how = _NAME_CUT.sub("_", style.strip()).strip("_")[:16].strip("_")
+    return f"{who}_{start}_{how + '_' if how else ''}seed{seed}_{key[:6]}.{fmt}"
 
 
 def history_label(cache: str, voice: str, text: str, seed: int, at: float | None = None) -> str:
@@ -183,9 +204,16 @@ def stats_markdown(snap: Mapping[str, Any], window: tuple[str, float, int] | Non
 
 def segments_line(since: Mapping[str, Any]) -> str:
     """Segments reused and synthesised, composed answers, streams and their mean time to
-    first audio, since start."""
+    first audio on the server, since start (labelled so: the operator hears it later, by
+    the browser's own buffering; the UI shows that time next to each result's badge)."""
     streams = int(since.get("streams", 0))
-    first = f", 首段音频平均 first audio after {since.get('first_audio_ms', 0) / streams:.0f} ms" if streams else ""
+    mean = since.get("first_audio_ms", 0) / streams if streams else 0
+    first = (
+        f", 首段音频在服务器端就绪平均 {mean:.0f} ms first audio ready on the server after {mean:.0f} ms "
+        "(服务器时间，不含浏览器缓冲 server time: the browser plays it later)"
+        if streams
+        else ""
+    )
     return (
         f"**分句 Segments**: {since.get('segments_reused', 0)} 复用 reused, "
         f"{since.get('segments_synthesised', 0)} 合成 synthesised; **模板拼接 Composed**: {since.get('composed', 0)}; "
@@ -245,6 +273,11 @@ def admin_sentence(action: str, done: Mapping[str, Any]) -> str:
         both = f"，共享缓存 {shared} 条" if shared else ""
         also = f" and {shared} from the shared tier" if shared else ""
         return f"✔ 已清空缓存：删除 {n} 条{both}。Cleared the cache: {_entries(n)} removed{also}."
+    if action == "evict" and not done["removed"]:
+        return (
+            f"⚠ 未删除任何条目：缓存中没有模型版本 `{done['tag']}` 的条目（请从列表中选择）。"
+            f"Nothing removed: the cache holds no entries of model version `{done['tag']}` (pick one from the list)."
+        )
     if action == "evict":
         return (
             f"✔ 已删除模型版本 `{done['tag']}` 的 {done['removed']} 条缓存。"

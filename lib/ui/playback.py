@@ -1,0 +1,120 @@
+"""How a result is played in the web UI: the whole file, or live while a long miss is made.
+
+Why not always live: Gradio's streaming audio output is HLS (hls.js in the page). Each
+chunk a handler yields becomes one segment of whatever its AAC encoder has emitted by
+then; the rest of a chunk arrives in a later segment, at the latest when the run ends.
+hls.js reads the live playlist once, then schedules its first reload two segment
+durations later (it adds the reload interval both when the playlist is loaded as the
+manifest and when it is loaded as the level). With one 5 s phrase yielded at once, the
+first segment held 2.88 s, the rest came at the end of the run, and the player read it
+5.76 s after its first read: 2.88 s of sound, about 2.8 s of silence, then the rest. And
+the ``<audio>`` element stayed mounted between requests with its old position, so a new
+stream began where the last one ended (a repeat started seconds in, or played nothing).
+
+So: every result is played from its complete file (``#result-audio``, one press plays it
+once, from 0), except a miss that is still being made :data:`LIVE_AFTER` seconds after
+the press *and* is made fast enough to be played without catching up with the engine.
+Only then is the live player shown (a fresh element each time: it is unmounted between
+requests) and fed by :class:`LiveFeed`: it starts once :data:`HOLD` seconds of audio
+exist, in slices of :data:`SLICE` seconds, so that every playlist read finds several
+segments ahead of the playing position. The complete file then goes to the result player
+without playing again. An engine slower than :data:`MIN_RATE` times real time is never
+played live (it would stall): its result plays whole when it is made.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["HOLD", "LIVE_AFTER", "MIN_RATE", "SLICE", "LiveFeed"]
+
+_LOGGER = logging.getLogger(__name__)
+
+LIVE_AFTER = 1.0
+"""Seconds after the press: a result that is whole by then plays from its file."""
+HOLD = 4.0
+"""Seconds of audio made before the live player starts (several playlist reads ahead)."""
+SLICE = 0.5
+"""Seconds of audio per live chunk (one HLS segment each, so reads come often)."""
+MIN_RATE = 1.25
+"""Seconds of audio per second of waiting (since the press) needed to play live."""
+
+
+class LiveFeed:
+    """The chunks of a result being made, read by a thread of their own; :meth:`slices`
+    yields them for the live player once (and only if) live playback is worth it."""
+
+    def __init__(
+        self, chunks: Iterable[NDArray[Any]], sample_rate: int, *, started: float | None = None,
+        clock: Callable[[], float] = time.monotonic, live_after: float = LIVE_AFTER, hold: float = HOLD,
+        slice_seconds: float = SLICE, min_rate: float = MIN_RATE,
+    ) -> None:  # fmt: skip
+        self.sample_rate = sample_rate
+        self._clock = clock
+        self._started = clock() if started is None else started
+        self._live_after, self._hold, self._min_rate = live_after, hold, min_rate
+        self._slice = max(1, int(slice_seconds * sample_rate))
+        self._parts: list[NDArray[Any]] = []
+        self._samples = 0
+        self._done = False
+        self._error: BaseException | None = None
+        self._changed = threading.Condition()
+        self.live = False
+        """Whether :meth:`slices` went live (then the result was heard already)."""
+        self._reader = threading.Thread(target=self._read, args=(chunks,), name="ui-live-feed", daemon=True)
+        self._reader.start()
+
+    def _read(self, chunks: Iterable[NDArray[Any]]) -> None:
+        try:
+            for pcm in chunks:
+                with self._changed:
+                    self._parts.append(np.asarray(pcm, dtype=np.int16))
+                    self._samples += len(pcm)
+                    self._changed.notify_all()
+        except BaseException as exc:  # the maker's error: raised by slices()
+            with self._changed:
+                self._error = exc
+        with self._changed:
+            self._done = True
+            self._changed.notify_all()
+
+    def _should_go_live(self) -> bool:
+        waited = self._clock() - self._started
+        made = self._samples / self.sample_rate
+        return waited >= self._live_after and made >= self._hold and made >= self._min_rate * waited
+
+    def slices(self, poll: float = 0.05) -> Iterator[NDArray[Any]]:
+        """Slices of the result for the live player, each as soon as it exists, once
+        going live is decided; nothing when the result was made before that. Ends when
+        the result is whole; raises the error that stopped it."""
+        sent = 0
+        while True:
+            with self._changed:
+                if not self._done and not (self.live and self._samples > sent):
+                    self._changed.wait(poll)
+                if self._error is not None:
+                    raise self._error
+                if not self.live:
+                    if self._done:
+                        return
+                    if not self._should_go_live():
+                        continue
+                    self.live = True
+                    _LOGGER.debug("playing live after %.2f s", self._clock() - self._started)
+                if sent >= self._samples:
+                    if self._done:
+                        return
+                    continue
+                whole = np.concatenate(self._parts) if len(self._parts) > 1 else self._parts[0]
+                self._parts = [whole]
+            while sent < len(whole):
+                piece = whole[sent : sent + self._slice]
+                sent += len(piece)
+                yield piece

@@ -1,0 +1,347 @@
+"""What the operator hears after pressing Synthesise, measured in headless Chromium at
+1366x768 and 390x844 (autoplay allowed): every 100 ms the page notes ``currentTime``,
+``paused`` and ``ended`` of each player (``#result-audio`` and ``#live-audio``), and each
+press must play its new result once, from 0 to its end, without rewinding and without
+stopping for longer than :data:`MAX_STALL` (the file's own sentence pauses are sound
+the player plays through: they do not stop ``currentTime``).
+
+Cases: a 4 s phrase and a 47 s paragraph, each a MISS then a repeat (HIT); A/B/A, with
+B pressed while A plays; and a long miss played live while a slow engine makes it, with
+a second live miss after it and a repeat. ``-s`` prints the measurements: the file's
+duration, time to first sound, longest stall, seconds played.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from conftest import serving
+from test_browser import ARGS, CHROMIUM, VIEWPORTS, _port
+
+import webui
+from lib.config import load_config
+from lib.engines.tone import ToneEngine
+from lib.service import TTSService
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+MAX_STALL = 0.3
+"""Longest time ``currentTime`` may stand still mid-file (three samples; the sentence
+pauses of these files are 0.3 s and longer, and are played, not stalled)."""
+
+PHRASE = "请A023号顾客到3号窗口办理业务。"
+PARAGRAPH = (
+    "各位旅客请注意，开往北京南站的G102次列车即将开始检票。请持有本次车票的旅客带好随身物品，到12号检票口排队检票。"
+    "检票时请出示有效身份证件，并配合工作人员查验。车站内禁止吸烟，请照看好您的随身物品和同行的儿童。"
+    "如需帮助，请联系车站工作人员或拨打服务热线。列车停靠时间较短，请提前做好上车准备。"
+    "上车后请对号入座，并将行李放在行李架上。祝您旅途愉快，谢谢合作。"
+)
+
+# Installed before the page's own scripts: numbers each player element, notes every
+# press of Synthesise, and samples the players every 100 ms.
+_SAMPLER = """
+(() => {
+  window.__presses = [];
+  window.__samples = [];
+  let next = 0;
+  document.addEventListener("click", (e) => {
+    if (e.target.closest && e.target.closest("#generate")) window.__presses.push(performance.now());
+  }, true);
+  setInterval(() => {
+    const players = [...document.querySelectorAll("#result-audio audio, #live-audio audio")];
+    window.__samples.push([performance.now(), players.map((a) => {
+      if (!a.__id) a.__id = ++next;
+      return [a.__id, a.closest("#live-audio") ? "live" : "result", a.currentTime, a.paused, a.ended,
+              Number.isFinite(a.duration) ? a.duration : 0];
+    })]);
+  }, 100);
+})();
+"""
+
+
+@dataclass
+class Heard:
+    """One press, as the operator heard it."""
+
+    player: str
+    duration: float
+    """Seconds of the result file (from the result details)."""
+    first_sound: float
+    """Seconds from the press to the first sample with the player past 0."""
+    longest_stall: float
+    played: float
+    """Where the player stopped (its ``currentTime`` at the end)."""
+
+    def line(self, case: str) -> str:
+        return (
+            f"{case:<28} {self.player:<6} file {self.duration:6.2f} s · first sound {self.first_sound:5.2f} s · "
+            f"longest stall {self.longest_stall:4.2f} s · played {self.played:6.2f} s"
+        )
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Path:
+    if not CHROMIUM.is_file():
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium); CI runs this test")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, TTSService]]:
+    """The real app on the builtin engine."""
+    cache = tmp_path_factory.mktemp("cache")
+    service = TTSService(load_config(env={}, overrides={"cache.dir": str(cache), "engine": "builtin"}))
+    try:
+        with serving(webui.create_app(service), _port()) as url:
+            yield url, service
+    finally:
+        service.close()
+
+
+@pytest.fixture(params=list(VIEWPORTS))
+def viewport(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: Path) -> Iterator[Browser]:
+    """Chromium as in test_browser, with autoplay allowed (as the press would allow it)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(
+            executable_path=str(chromium), args=[*ARGS, "--autoplay-policy=no-user-gesture-required"]
+        )
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def listening(browser: Browser, viewport: str) -> Iterator[Callable[[str], Page]]:
+    """Opens the app at ``url`` at the test's viewport, with the sampler installed."""
+    contexts = []
+
+    def open_(url: str) -> Page:
+        context = browser.new_context(viewport=VIEWPORTS[viewport], locale="en-US")
+        contexts.append(context)
+        context.add_init_script(_SAMPLER)
+        page = context.new_page()
+        page.goto(url)
+        page.locator("#generate").wait_for(timeout=60_000)
+        page.wait_for_function("document.documentElement.lang === 'zh-CN'", timeout=30_000)
+        page.wait_for_timeout(500)
+        return page
+
+    yield open_
+    for context in contexts:
+        context.close()
+
+
+def _samples(page: Page) -> tuple[list[float], list[tuple[float, list[list[Any]]]]]:
+    presses, samples = page.evaluate("[window.__presses, window.__samples]")
+    return [p / 1000 for p in presses], [(t / 1000, players) for t, players in samples]
+
+
+def press(page: Page, text: str) -> float:
+    """Type ``text`` and press Synthesise; the press time (seconds, page clock)."""
+    page.evaluate("document.querySelector('#cache-badge-value')?.remove()")
+    page.locator("#tts-text textarea").fill(text)
+    page.locator("#generate").click()
+    presses, _ = _samples(page)
+    return presses[-1]
+
+
+def wait_heard(page: Page, at: float, *, timeout: float = 120.0) -> tuple[str, float]:
+    """Wait until this press's result is shown and a player played it to its end (or
+    ``timeout``); its cache result and the file's duration."""
+    from playwright.sync_api import expect
+
+    badge = page.locator("#cache-badge-value")
+    expect(badge).to_have_attribute("data-cache", re.compile("HIT|MISS|BYPASS|COMPOSED"), timeout=60_000)
+    details = page.locator("#result-details")
+    expect(details).to_contain_text("音频 Audio", timeout=120_000)
+    found = re.search(r"音频 Audio\s+([\d.]+) s", details.inner_text())
+    assert found is not None, details.inner_text()
+    duration = float(found.group(1))
+    # Ended means: a player seen playing from its start since the press is now paused at
+    # the end, and none plays. (Under load the first sample after a repeat's press can show
+    # an element at the last result's end, not yet playing this one: that is not the end.)
+    page.wait_for_function(
+        """([at, duration]) => {
+          const started = new Set();
+          let last = null;
+          for (const [t, players] of window.__samples) {
+            if (t / 1000 < at) continue;
+            last = players;
+            for (const [id, , pos, paused] of players) if (!paused && pos < 0.5) started.add(id);
+          }
+          if (!last) return false;
+          return last.some(([id, , pos, paused]) => started.has(id) && paused && pos >= duration - 0.25) &&
+                 !last.some(([, , , paused]) => !paused);
+        }""",
+        arg=[at, duration],
+        timeout=timeout * 1000,
+        polling=200,
+    )
+    page.wait_for_timeout(1200)  # a player that would start again (twice) shows it here
+    return str(badge.get_attribute("data-cache")), duration
+
+
+def heard(page: Page, at: float, until: float | None, duration: float) -> Heard:
+    """The playback of the press at ``at`` (up to the next press ``until``), checked: one
+    player, from 0, forward only, to the end, stalls at most :data:`MAX_STALL`, and no
+    second start."""
+    _, samples = _samples(page)
+    window = [(t, players) for t, players in samples if t >= at and (until is None or t < until)]
+    tracks: dict[int, list[tuple[float, str, float, bool, bool]]] = {}
+    for t, players in window:
+        for pid, kind, pos, paused, ended, _ in players:
+            tracks.setdefault(pid, []).append((t, kind, pos, paused, ended))
+    moving = {
+        pid: track for pid, track in tracks.items() if any(b[2] > a[2] + 0.05 for a, b in itertools.pairwise(track))
+    }
+    assert len(moving) == 1, f"{len(moving)} players played this press: {sorted({t[0][1] for t in moving.values()})}"
+    (track,) = moving.values()
+    kind = track[0][1]
+    start = next(i for i, s in enumerate(track) if not s[3] and s[2] < 0.5)
+    for s in track[:start]:  # nothing of an earlier result plays after the press
+        assert s[3] or s[2] < 0.5, f"the last result played on after the press ({s[2]:.2f} s)"
+    first = next((s[0] for s in track[start:] if s[2] > 0), None)
+    assert first is not None, "the new result never started"
+    stall, longest, end_pos, where = 0.0, 0.0, 0.0, 0.0
+    previous = track[start]
+    for s in track[start + 1 :]:
+        assert s[2] >= previous[2] - 0.02, f"rewound from {previous[2]:.2f} to {s[2]:.2f} s"
+        at_end = previous[2] >= duration - 0.25
+        if s[2] - previous[2] < 0.01 and not at_end and previous[2] > 0:  # from the first sound on
+            stall += s[0] - previous[0]
+            if stall > longest:
+                longest, where = stall, s[2]
+            assert not s[3] or s[2] < 0.01, f"paused at {s[2]:.2f} s of {duration:.2f} s"
+        else:
+            stall = 0.0
+        end_pos = max(end_pos, s[2])
+        previous = s
+    if until is None:
+        assert end_pos >= duration - 0.25, f"stopped at {end_pos:.2f} s of {duration:.2f} s"
+        assert track[-1][3] or track[-1][4], "still playing after its end: played twice?"
+    assert longest <= MAX_STALL, f"{kind} player stood still for {longest:.2f} s at {where:.2f} s of {duration:.2f} s"
+    return Heard(kind, duration, first - at, longest, end_pos)
+
+
+# -- the cases ---------------------------------------------------------------------------------
+
+
+def test_a_phrase_plays_whole_once_miss_then_repeat(
+    listening: Callable[[str], Page], app: tuple[str, TTSService], viewport: str
+) -> None:
+    page = listening(app[0])
+    text = PHRASE.replace("3号窗口", f"{len(viewport)}号窗口")  # a miss at each viewport
+    lines = []
+    for case, expected in (("phrase (4-5 s)", "MISS"), ("same phrase again", "HIT")):
+        at = press(page, text)
+        cache, duration = wait_heard(page, at)
+        assert cache == expected
+        result = heard(page, at, None, duration)
+        assert result.player == "result"
+        lines.append(result.line(f"{viewport} {case} {cache}"))
+    print("\n" + "\n".join(lines))
+
+
+def test_a_paragraph_plays_whole_once_miss_then_repeat(
+    listening: Callable[[str], Page], app: tuple[str, TTSService], viewport: str
+) -> None:
+    page = listening(app[0])
+    text = PARAGRAPH + ("谢谢。" if viewport == "phone" else "")
+    lines = []
+    for case, expected in (("paragraph (47 s)", "MISS"), ("same paragraph again", "HIT")):
+        at = press(page, text)
+        cache, duration = wait_heard(page, at, timeout=150)
+        assert cache == expected and duration > 40
+        lines.append(heard(page, at, None, duration).line(f"{viewport} {case} {cache}"))
+    print("\n" + "\n".join(lines))
+
+
+def test_a_b_a_with_b_pressed_while_a_plays(
+    listening: Callable[[str], Page], app: tuple[str, TTSService], viewport: str
+) -> None:
+    """A (a miss), B pressed 1.5 s into A (A stops, B plays from 0), A again (a hit)."""
+    page = listening(app[0])
+    a = f"甲：请旅客到{len(viewport) + 2}号检票口检票。"
+    b = f"乙：列车即将进站，请站在黄色安全线以内。{viewport}"
+    at_a = press(page, a)
+    page.locator("#cache-badge-value").wait_for(timeout=60_000)
+    page.wait_for_function(
+        "() => { const a = document.querySelector('#result-audio audio'); return a && a.currentTime > 1.5; }",
+        timeout=60_000,
+    )
+    at_b = press(page, b)
+    cache_b, duration_b = wait_heard(page, at_b)
+    at_a2 = press(page, a)
+    cache_a2, duration_a2 = wait_heard(page, at_a2)
+    duration_a = duration_a2  # the same text: the same file
+    lines = [
+        heard(page, at_a, at_b, duration_a).line(f"{viewport} A, cut short by B"),
+        heard(page, at_b, at_a2, duration_b).line(f"{viewport} B {cache_b}"),
+        heard(page, at_a2, None, duration_a2).line(f"{viewport} A again {cache_a2}"),
+    ]
+    assert cache_b == "MISS" and cache_a2 == "HIT"
+    print("\n" + "\n".join(lines))
+
+
+# -- a long miss played live -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def live_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ToneEngine]]:
+    """An engine that takes 0.5 s a sentence, for sentences of about 3 s: a paragraph of
+    six is not whole a second after the press, and is made about 6x faster than it plays."""
+    config = load_config(env={}, overrides={"cache.dir": str(tmp_path_factory.mktemp("live")), "engine": "tone"})
+    engine = ToneEngine(delay=0.5, seconds_per_char=0.12)
+    service = TTSService(config, engine=engine)
+    try:
+        with serving(webui.create_app(service), _port()) as url:
+            yield url, engine
+    finally:
+        service.close()
+
+
+def _sentences(tag: str) -> str:
+    """Six sentences (about 17 s) none of which is cached (each segment is cached on its
+    own): made in 3 s, past the live player's 4 s hold a second after the press."""
+    return "".join(f"{tag}第{i}句话用来测试边合成边播放是否连续。" for i in range(1, 7))
+
+
+def test_a_long_miss_plays_live_without_stalls_and_once(
+    listening: Callable[[str], Page], live_app: tuple[str, ToneEngine], viewport: str
+) -> None:
+    from playwright.sync_api import expect
+
+    page = listening(live_app[0])
+    lines = []
+    for case, text, player, expected in (
+        ("long miss, live", _sentences(f"{viewport}甲"), "live", "MISS"),
+        ("another long miss, live", _sentences(f"{viewport}乙"), "live", "MISS"),
+        ("the first again (hit)", _sentences(f"{viewport}甲"), "result", "HIT"),
+    ):
+        at = press(page, text)
+        cache, duration = wait_heard(page, at)
+        assert cache == expected
+        result = heard(page, at, None, duration)
+        assert result.player == player, f"{case}: played by the {result.player} player"
+        lines.append(result.line(f"{viewport} {case}"))
+        if player == "live":
+            assert page.locator("#cache-badge-value").get_attribute("data-live") == "1"
+    expect(page.locator("#live-audio")).to_be_hidden()  # a hit is not played live
+    print("\n" + "\n".join(lines))

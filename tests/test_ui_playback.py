@@ -1,0 +1,136 @@
+"""When the web UI plays a result live, and how it feeds the live player
+(:class:`lib.ui.playback.LiveFeed`), with a clock the test moves: a result made within
+a second is never live; a long one made fast enough goes live once 4 s exist, in slices
+of at most 0.5 s that join to the whole; one made slower than it plays never goes live;
+the maker's error comes through. What is heard in a browser: test_browser_playback.py."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from lib.ui.playback import HOLD, LIVE_AFTER, SLICE, LiveFeed
+
+RATE = 1000  # samples per second: one sample is a millisecond of sound
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Maker:
+    """Chunks handed over by the test, as the service's maker thread would."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[Any] = queue.Queue()
+
+    def make(self, seconds: float, value: int = 1) -> NDArray[Any]:
+        pcm = np.full(int(seconds * RATE), value, dtype=np.int16)
+        self._queue.put(pcm)
+        return pcm
+
+    def end(self, error: BaseException | None = None) -> None:
+        self._queue.put(error or StopIteration())
+
+    def __iter__(self) -> Iterator[NDArray[Any]]:
+        while True:
+            item = self._queue.get()
+            if isinstance(item, StopIteration):
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+
+def _collect(feed: LiveFeed) -> tuple[list[NDArray[Any]], threading.Thread]:
+    out: list[NDArray[Any]] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            out.extend(feed.slices(poll=0.005))
+        except RuntimeError as exc:  # the maker's, handed on
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.errors = errors  # type: ignore[attr-defined]
+    return out, thread
+
+
+def test_a_result_made_within_the_second_is_never_live() -> None:
+    clock, maker = Clock(), Maker()
+    feed = LiveFeed(maker, RATE, clock=clock)
+    out, thread = _collect(feed)
+    for _ in range(10):  # 50 s of sound, all made at once
+        maker.make(5.0)
+    clock.now = 0.5
+    maker.end()
+    thread.join(5)
+    assert out == [] and not feed.live
+
+
+def test_a_long_result_made_fast_goes_live_after_hold_in_slices_that_join_to_the_whole() -> None:
+    clock, maker = Clock(), Maker()
+    feed = LiveFeed(maker, RATE, clock=clock)
+    out, thread = _collect(feed)
+    made = [maker.make(3.0, value=1)]
+    clock.now = LIVE_AFTER + 0.1  # past the second, but only 3 s made: not yet (a stall would follow)
+    threading.Event().wait(0.05)
+    assert out == [] and not feed.live
+    made.append(maker.make(3.0, value=2))  # 6 s made in 1.1 s: faster than it plays
+    for _ in range(100):
+        if out:
+            break
+        threading.Event().wait(0.01)
+    assert feed.live and out
+    made.append(maker.make(2.5, value=3))
+    maker.end()
+    thread.join(5)
+    assert all(0 < len(piece) <= SLICE * RATE for piece in out)
+    assert np.array_equal(np.concatenate(out), np.concatenate(made))  # every sample, once, in order
+    assert HOLD < 6.0  # went live once 6 s were made, not before (3 s < HOLD)
+    assert HOLD > 3.0
+
+
+def test_an_engine_slower_than_it_plays_is_never_live() -> None:
+    clock, maker = Clock(), Maker()
+    feed = LiveFeed(maker, RATE, clock=clock)
+    out, thread = _collect(feed)
+    for i in range(1, 8):  # 4 s of sound every 4 s: real time, it would catch up and stall
+        maker.make(4.0)
+        clock.now = 4.0 * i
+        threading.Event().wait(0.02)
+    maker.end()
+    thread.join(5)
+    assert out == [] and not feed.live
+
+
+def test_the_makers_error_comes_through() -> None:
+    clock, maker = Clock(), Maker()
+    feed = LiveFeed(maker, RATE, clock=clock)
+    _, thread = _collect(feed)
+    maker.make(1.0)
+    maker.end(RuntimeError("the engine broke down"))
+    thread.join(5)
+    assert [str(e) for e in thread.errors] == ["the engine broke down"]  # type: ignore[attr-defined]
+
+
+def test_with_no_hold_an_idle_feed_waits_without_failing() -> None:
+    clock, maker = Clock(), Maker()
+    feed = LiveFeed(maker, RATE, clock=clock, hold=0.0, live_after=0.0, min_rate=0.0)
+    out, thread = _collect(feed)
+    threading.Event().wait(0.05)  # live at once, nothing made yet: waits, no error
+    first = maker.make(0.2)
+    maker.end()
+    thread.join(5)
+    assert feed.live and np.array_equal(np.concatenate(out), first)
