@@ -103,7 +103,9 @@ class _Handler(BaseHTTPRequestHandler):
                     },
                 )
             elif self.path == "/voice":
-                saved = self.service.voices.save(body["name"], body["prompt_path"], body.get("prompt_text", ""), caller=LOCAL)
+                saved = self.service.voices.save(
+                    body["name"], body["prompt_path"], body.get("prompt_text", ""), caller=LOCAL
+                )
                 self._reply(200, saved)
             elif self.path == "/delete_voice":
                 self.service.voices.delete(body["name"], caller=LOCAL)

@@ -385,6 +385,8 @@ def test_the_hit_path_remembers_preset_resolutions_but_never_a_saved_voices(
     saved = TTSRequest(text="Remembered.", voice="desk")
     assert service.synthesise(saved).cache == "MISS"
     assert service.memory_hit(saved) is not None
-    service.voices.save("desk", (22_050, tone_prompt(hz=240.0)), "", replace=True, caller=LOCAL)  # another voice, same name
+    service.voices.save(
+        "desk", (22_050, tone_prompt(hz=240.0)), "", replace=True, caller=LOCAL
+    )  # another voice, same name
     assert service.memory_hit(saved) is None  # a new key: not the old voice's audio
     assert service.synthesise(saved).cache == "MISS"

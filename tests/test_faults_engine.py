@@ -346,7 +346,9 @@ def test_a_stuck_streamed_answer_ends_with_the_timeout_and_caches_nothing(tmp_pa
             within(30, lambda: chunks.extend(answer.chunks))
         assert len(chunks) == 1  # what came before the engine stuck was passed on
         assert svc.cache.lookup(answer.key) is None
-        assert _metric(svc.dashboard.metrics.exposition().decode(), "tts_engine_timeouts_total", engine="tone", call="stream")
+        assert _metric(
+            svc.dashboard.metrics.exposition().decode(), "tts_engine_timeouts_total", engine="tone", call="stream"
+        )
     finally:
         stuck.gate.set()
         svc.close()

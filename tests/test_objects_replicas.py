@@ -227,7 +227,9 @@ def test_the_store_killed_and_restarted_never_fails_a_request_and_heals(
         assert "**down" in objects_markdown(a.dashboard.snapshot(caller=LOCAL)["objects"])  # the Cache tab says so
         assert len([r for r in caplog.records if "is unreachable" in r.getMessage()]) <= 2  # once per replica
         own.start()
-        assert wait_until(lambda: a.dashboard.health()["status"] == "ok" and b.cache.objects is not None and b.cache.objects.up)
+        assert wait_until(
+            lambda: a.dashboard.health()["status"] == "ok" and b.cache.objects is not None and b.cache.objects.up
+        )
         after = a.synthesise(req("After the outage."))
         a.cache.flush()
         assert b.synthesise(req("After the outage.")).info.get("tier") == "objects"
@@ -241,7 +243,9 @@ def test_with_redis_too_redis_is_asked_before_the_store_and_keeps_the_leases(mak
         assert isinstance(a.singleflight.leases, SharedLeases)  # Redis's leases, not lease objects
         made = a.synthesise(req("Both shared tiers."))
         a.cache.flush()
-        assert a.cache.objects is not None and a.cache.objects.get(made.key) is not None  # every result in the store ...
+        assert (
+            a.cache.objects is not None and a.cache.objects.get(made.key) is not None
+        )  # every result in the store ...
         assert b.synthesise(req("Both shared tiers.")).info.get("tier") == "shared"  # ... Redis asked first
         assert list(a.cache.objects.client.list(a.cache.objects.location.name("l/"))) == []
         redis_server.client().flushdb()  # Redis lost its audio (say, a restart without persistence)

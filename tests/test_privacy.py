@@ -231,7 +231,9 @@ def test_voice_profiles_are_bounded_on_disk_and_saved_voices_are_not(tmp_path: P
         with service.voices.profiles.store.using("test") as cache:
             assert cache is not None and cache.volume() <= 1024**2 + 310_000  # at most one profile over
         assert 0 < len(profile_keys(service)) < 8  # the least recently used were evicted ...
-        assert [v["name"] for v in service.voices.list(caller=LOCAL) if v["kind"] == "saved"] == [f"voice {i}" for i in range(8)]
+        assert [v["name"] for v in service.voices.list(caller=LOCAL) if v["kind"] == "saved"] == [
+            f"voice {i}" for i in range(8)
+        ]
         service.synthesise(TTSRequest(text="hello", voice="voice 0"))  # ... and are extracted again when needed
         assert engine.extract_calls == 9
         assert not any(k.startswith("profile:") for k in _voice_keys(service))  # not beside the saved voices
@@ -330,7 +332,8 @@ def test_service_logs_hold_at_most_32_characters_of_user_text(
         for name in (secret[:60], secret):
             with contextlib.suppress(TTSError):
                 service.voices.save(name, prompt_wav(190.0), secret, caller=LOCAL)
-        for call in (lambda: service.voices.delete(secret[:60], caller=LOCAL), lambda: service.voices.delete(secret, caller=LOCAL),
+        for call in (lambda: service.voices.delete(secret[:60], caller=LOCAL),
+                     lambda: service.voices.delete(secret, caller=LOCAL),
                      lambda: service.admin.evict("voice:" + secret, caller=LOCAL)):  # fmt: skip
             with contextlib.suppress(TTSError):
                 call()

@@ -452,7 +452,9 @@ def test_evict_and_clear_reach_the_other_services_local_tiers(tmp_path: Path, se
         assert (report["removed"], report["shared_removed"]) == (1, 1)
         assert a.cache.shared is not None and a.cache.shared.get(made_high.key) is None
         # B reads the eviction feed (about every second) and drops its disk and memory copies.
-        assert _wait_until(lambda: not b.cache.store.contains(made_high.key) and b.cache.memory_entry(made_high.key) is None)
+        assert _wait_until(
+            lambda: not b.cache.store.contains(made_high.key) and b.cache.memory_entry(made_high.key) is None
+        )
         assert b.cache.store.contains(made_low.key)  # another voice: kept
         assert b.synthesise(high).cache == "MISS"
         b.cache.flush()

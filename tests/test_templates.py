@@ -162,7 +162,10 @@ def test_the_dashboard_counts_the_pieces_the_preload_made(service: TTSService, e
     assert since["preload_misses"] == report.generated  # what the dashboard calls "generated"
     assert since["misses"] == 0  # not counted as user traffic
     again = preload(service, [], templates=service.templates.templates(), caller=LOCAL)
-    assert again.generated == 0 and service.dashboard.snapshot(caller=LOCAL)["since_start"]["preload_misses"] == report.generated
+    assert (
+        again.generated == 0
+        and service.dashboard.snapshot(caller=LOCAL)["since_start"]["preload_misses"] == report.generated
+    )
 
 
 def test_a_composed_answer_is_its_pieces_joined_levelled_and_not_stored(service: TTSService) -> None:

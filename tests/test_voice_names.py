@@ -20,7 +20,9 @@ from tests.api_server import LiveServer
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[TTSService]:
-    svc = TTSService(load_config(env={}, overrides={"cache.dir": str(tmp_path), "voices.prewarm": False}), admin_token="t")
+    svc = TTSService(
+        load_config(env={}, overrides={"cache.dir": str(tmp_path), "voices.prewarm": False}), admin_token="t"
+    )
     yield svc
     svc.close()
 
