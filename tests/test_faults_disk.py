@@ -204,15 +204,8 @@ def test_full_disk_evicts_to_make_room_and_resumes_when_space_returns(
                 svc.cache.flush()
             assert svc.cache.store.stats()["entries"] > held  # stored without evicting the others
             assert all(svc.cache.store.contains(key) for key in kept)
-<<<<<<< HEAD
             after = svc.cache.store.stats()["entries"]
             print(f"\n8 MiB tmpfs: held {held} entries while full, {after} once 3 MiB returned")
-=======
-            print(
-                f"\n8 MiB tmpfs: held {held} entries while full, "
-                f"{svc.cache.store.stats()['entries']} once 3 MiB returned"
-            )
->>>>>>> ui23m
         finally:
             svc.close()
 

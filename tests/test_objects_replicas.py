@@ -243,14 +243,8 @@ def test_with_redis_too_redis_is_asked_before_the_store_and_keeps_the_leases(mak
         assert isinstance(a.singleflight.leases, SharedLeases)  # Redis's leases, not lease objects
         made = a.synthesise(req("Both shared tiers."))
         a.cache.flush()
-<<<<<<< HEAD
         # every result in the store ...
         assert a.cache.objects is not None and a.cache.objects.get(made.key) is not None
-=======
-        assert (
-            a.cache.objects is not None and a.cache.objects.get(made.key) is not None
-        )  # every result in the store ...
->>>>>>> ui23m
         assert b.synthesise(req("Both shared tiers.")).info.get("tier") == "shared"  # ... Redis asked first
         assert list(a.cache.objects.client.list(a.cache.objects.location.name("l/"))) == []
         redis_server.client().flushdb()  # Redis lost its audio (say, a restart without persistence)

@@ -143,7 +143,9 @@ def test_examples_are_phrases_of_the_shipped_list_asked_for_as_listed() -> None:
     rows, labels = examples(presets, {"preset", "instruct"}, listed)
     assert [r[1] for r in rows[:5]] == ["zh-female", "zh-male", "en-female", "en-male", "yue-female"]
     assert [r[0] for r in rows].count("instruct") == 2 and len(labels) == len(rows) == 7
-    as_listed = {(p.mode or "preset", p.voice, p.text, p.style) for p in listed if p.seed in (None, 0) and p.speed == 1.0}
+    as_listed = {
+        (p.mode or "preset", p.voice, p.text, p.style) for p in listed if p.seed in (None, 0) and p.speed == 1.0
+    }
     assert all(tuple(row) in as_listed for row in rows), [r for r in rows if tuple(r) not in as_listed]
 
 
