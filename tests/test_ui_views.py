@@ -445,3 +445,17 @@ def test_a_delete_is_refused_before_any_question_and_the_deleted_voice_leaves_th
     assert h.voice_kept("preset", "desk") == {"__type__": "update", "value": "tone-high"}  # gone: the default
     assert h.voice_kept("zero_shot", "desk") == {"__type__": "update", "value": None}  # a clone mode: none
     assert h.voice_kept("preset", "tone-low") == {"__type__": "update"}  # another voice's delete keeps it
+
+
+def test_examples_keep_to_the_named_presets_when_the_base_has_more_voices() -> None:
+    """The Kokoro base adds a preset per voice (``kokoro-zf_xiaobei``...): the examples
+    stay on the voices the shipped list speaks, and on the named presets without a list."""
+    from conftest import REPO
+
+    from lib.phrases import load_phrases
+
+    presets = ["en-female", "en-male", "yue-female", "zh-female", "zh-male", "kokoro-zf_xiaobei", "kokoro-zm_yunxi"]
+    rows, _ = examples(presets, {"preset"}, expand(load_phrases(REPO / "hot_phrases.json")))
+    assert [r[1] for r in rows] == ["zh-female", "zh-male", "en-female", "en-male", "yue-female"]
+    rows, _ = examples(presets, {"preset"})
+    assert not any(r[1].startswith("kokoro-") for r in rows)

@@ -158,8 +158,13 @@ def examples(
     examples (the app ships none); saved voices are played from the Voices tab. Without
     a list, sample texts (not preloaded)."""
     order = {"zh": 0, "en": 1, "yue": 2}
-    presets = sorted(presets, key=lambda p: order[language_of(p)])[:5]
     plain = [p for p in phrases if p.prompt_audio is None and p.seed in (None, 0) and p.speed == 1.0]
+    # The voices the list speaks first (else the named presets before the base's own
+    # voices, ``kokoro-<voice>``), Chinese first.
+    listed_voices = {p.voice for p in plain}
+    presets = sorted(
+        presets, key=lambda p: (p not in listed_voices if phrases else p.startswith("kokoro-"), order[language_of(p)])
+    )[:5]
     rows: list[list[Any]] = []
     if "preset" in modes:
         seen: dict[str, int] = {}
