@@ -30,10 +30,18 @@ SLOW_FILES = frozenset({
 })  # fmt: skip
 
 
+#: The longest files, collected first so that on several workers (``run.sh test``: one
+#: file per worker at a time) they start at once instead of ending the run alone.
+LONGEST_FIRST = ("test_cosyvoice_upstream.py", "test_cosyvoice_engine.py", "test_run_sh.py", "test_kokoro.py",
+                 "test_faults_engine.py", "test_streaming.py", "test_preload.py")  # fmt: skip
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its order
 
 
 def tone_service(tmp_path: Path, *, admin_token: Any = None, **overrides: Any) -> Any:
