@@ -48,6 +48,7 @@ from lib.ui.handlers import BUTTON_LABELS, HISTORY, LIVE_NOTICE, Handlers, live_
 from lib.ui.page import PageLanguage
 from lib.ui.plots import WINDOWS
 from lib.ui.preload_tab import preload_tab
+from lib.ui.readings_panel import ReadingsPanel, reading_line, readings_panel
 from lib.ui.tempdir import private_gradio_dir
 from lib.ui.theme import CSS, FORGET_PRESS, JS, LANG, PLAY_RESULT, SHOW_CONFIRM, SHOW_RESULT, theme
 from lib.ui.views import engine_title
@@ -94,6 +95,7 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
     first_voice = default_voice(presets) if first_mode == "preset" else None
     first = MODE_FORMS[first_mode]
     history = gr.State([])
+    readings = ReadingsPanel(h)
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=340):
             mode = gr.Radio(modes, value=first_mode, label="模式 Mode", elem_id="mode")
@@ -133,6 +135,8 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
                 )  # fmt: skip
             for field in (source, voice, prompt_audio, prompt_text, text, style):
                 field.render()  # type: ignore[no-untyped-call]  # below the examples, which need them first
+                if field is text:
+                    line = reading_line(readings, text.value, first_voice)  # what the engine will say
             with gr.Row():
                 seed = gr.Number(value=0, label=f"随机种子 Seed (0–{MAX_SEED})", elem_id="seed", scale=2)
                 dice = gr.Button("随机 Random", scale=1, min_width=110, elem_id="dice")
@@ -144,6 +148,7 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
                 files = [f for f in FORMATS if f != "pcm"]
                 fmt = gr.Dropdown(files, value="wav", label="格式 Format", elem_id="format")
                 use_cache = gr.Checkbox(value=True, label="使用缓存 Use cache", elem_id="use-cache")
+            readings_panel(readings, text, voice, line)
         with gr.Column(scale=2, min_width=320, elem_id="result-panel"):
             generate = gr.Button(BUTTON_LABELS[False], variant="primary", size="lg", elem_id="generate")
             convert = gr.Button(BUTTON_LABELS[True], variant="primary", size="lg", elem_id="convert", visible=False)
