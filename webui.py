@@ -49,6 +49,7 @@ from lib.ui.page import PageLanguage
 from lib.ui.plots import WINDOWS
 from lib.ui.preload_tab import preload_tab
 from lib.ui.readings_panel import ReadingsPanel, reading_line, readings_panel
+from lib.ui.takes_panel import MAX_UI_TAKES, TakesPanel, review_section, takes_section
 from lib.ui.tempdir import private_gradio_dir
 from lib.ui.theme import CSS, FORGET_PRESS, JS, LANG, PLAY_RESULT, SHOW_CONFIRM, SHOW_RESULT, theme
 from lib.ui.views import engine_title
@@ -138,7 +139,10 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
                 if field is text:
                     line = reading_line(readings, text.value, first_voice)  # what the engine will say
             with gr.Row():
-                seed = gr.Number(value=0, label=f"随机种子 Seed (0–{MAX_SEED})", elem_id="seed", scale=2)
+                seed = gr.Number(
+                    value=None, label=f"随机种子 Seed (0–{MAX_SEED}；留空 empty: 已审核版本 the approved take, else 0)",
+                    elem_id="seed", scale=2,
+                )  # fmt: skip
                 dice = gr.Button("随机 Random", scale=1, min_width=110, elem_id="dice")
                 speed = gr.Number(
                     value=1.0, step=0.05, label=f"语速 Speed ({MIN_SPEED}–{MAX_SPEED})", elem_id="speed", scale=2
@@ -152,6 +156,9 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
         with gr.Column(scale=2, min_width=320, elem_id="result-panel"):
             generate = gr.Button(BUTTON_LABELS[False], variant="primary", size="lg", elem_id="generate")
             convert = gr.Button(BUTTON_LABELS[True], variant="primary", size="lg", elem_id="convert", visible=False)
+            with gr.Row():
+                try_takes = gr.Button("试听多个版本 Try takes", elem_id="try-takes", scale=2, min_width=160)
+                takes_n = gr.Slider(2, MAX_UI_TAKES, value=3, step=1, label="版本数 Takes", elem_id="takes-n", scale=1)
             message = gr.HTML(elem_id="result-message", js_on_load=None)
             badge = gr.HTML(elem_id="cache-badge", js_on_load=None)
             notice = gr.Markdown(visible=False, elem_id="style-notice", elem_classes="ui-notice")
@@ -172,6 +179,8 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
                 waveform_options=gr.WaveformOptions(show_recording_waveform=False),
             )
             details = gr.Markdown(elem_id="result-details")
+    form = [mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache]
+    takes_section(TakesPanel(h), try_takes, takes_n, form)  # N takes of the form, side by side
     with gr.Accordion("最近结果（本页会话）Recent results in this session", elem_id="history"), gr.Row():
         players = [
             gr.Audio(
@@ -181,7 +190,6 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
             for i in range(HISTORY)
         ]  # fmt: skip
 
-    form = [mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache]
     convert_form = [source, prompt_audio, voice, seed, speed, fmt, use_cache]
 
     def request_chain(trigger: Any, api_name: str | None, *, streamed: bool, converts: bool = False) -> None:
@@ -362,6 +370,7 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> Callable[[Any], Non
             sweep_btn = gr.Button("清理过期 Sweep expired", elem_id="admin-sweep")
             verify_btn = gr.Button("校验 Verify", elem_id="admin-verify")
         result = gr.HTML(elem_id="admin-result", js_on_load=None)
+    review_section(TakesPanel(h), token, tab)  # approvals made by another model than the serving one
     shown = [stats, latency, hit_rate, requested, missed]
 
     def refresh_after(trigger: Any) -> None:
