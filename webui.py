@@ -139,9 +139,11 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
                 if field is text:
                     line = reading_line(readings, text.value, first_voice)  # what the engine will say
             with gr.Row():
-                seed = gr.Number(
-                    value=None, label=f"随机种子 Seed (0–{MAX_SEED}；留空 empty: 已审核版本 the approved take, else 0)",
-                    elem_id="seed", scale=2,
+                # A text box: Gradio 6's number box shows and sends 0 when empty, and an
+                # empty seed is the default that names none (the approved take, else 0).
+                seed = gr.Textbox(
+                    value="", label=f"随机种子 Seed (0–{MAX_SEED})", elem_id="seed", scale=2, lines=1, max_lines=1,
+                    placeholder="留空：已审核版本，否则 0 Empty: the approved take, else 0",
                 )  # fmt: skip
                 dice = gr.Button("随机 Random", scale=1, min_width=110, elem_id="dice")
                 speed = gr.Number(

@@ -41,7 +41,7 @@ def service(tmp_path: Path) -> Iterator[TTSService]:
     svc.close()
 
 
-def form(seed: Any = None, text: str = TEXT) -> list[Any]:
+def form(seed: Any = "", text: str = TEXT) -> list[Any]:
     return ["preset", None, "tone-low", "", text, "", seed, 1.0, "wav", True]
 
 
@@ -67,7 +67,7 @@ def test_try_takes_shows_n_players_with_seed_and_duration_and_approve_serves_it(
     assert "seed 2" in said and "已采用 Approved" in said
     _, badge, details, *_ = h.synthesise(*form(), [], None, **QUIET)  # type: ignore[arg-type]
     assert keys[2] in details and "已审核 Approved" in badge and 'data-cache="HIT"' in badge
-    _, badge, details, *_ = h.synthesise(*form(seed=0), [], None, **QUIET)  # type: ignore[arg-type]
+    _, badge, details, *_ = h.synthesise(*form(seed="0"), [], None, **QUIET)  # type: ignore[arg-type]
     assert keys[0] in details and "已审核" not in badge  # a named seed gets that seed's render
 
 

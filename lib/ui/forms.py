@@ -20,8 +20,9 @@ from lib.config import AppConfig
 from lib.errors import ValidationError
 from lib.phrases import PhraseRequest
 from lib.request import CONVERT, Resolved, TTSRequest
+from lib.textnorm import cut_text
 from lib.ui.messages import MODE_NAMES, FieldErrors, UIMessage
-from lib.validate import check_seed, check_speed, normalise_fields
+from lib.validate import MAX_SEED, check_seed, check_speed, normalise_fields
 
 __all__ = [
     "FORM_FIELDS",
@@ -194,8 +195,21 @@ def examples(
 def form_seed(value: Any) -> int | None:
     """The seed field: empty (its default) names no seed -- the phrase's approved take
     when it has one, else seed 0 under the same key (lib.takes); else the API's rule."""
-    if value is None or (isinstance(value, str) and not value.strip()):
+    if value is None:
         return None
+    if isinstance(value, str):  # the field is a text box (Gradio's number box cannot be empty)
+        typed = value.strip()
+        if not typed:
+            return None
+        try:
+            value = int(typed)
+        except ValueError:
+            try:
+                value = float(typed)  # 1.5 is refused by check_seed with its own words, 7.0 is 7
+            except ValueError:
+                raise ValidationError(
+                    f"seed: must be a whole number from 0 to {MAX_SEED}, got {cut_text(repr(typed))}"
+                ) from None
     return check_seed(value)
 
 
