@@ -158,9 +158,6 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
         with gr.Column(scale=2, min_width=320, elem_id="result-panel"):
             generate = gr.Button(BUTTON_LABELS[False], variant="primary", size="lg", elem_id="generate")
             convert = gr.Button(BUTTON_LABELS[True], variant="primary", size="lg", elem_id="convert", visible=False)
-            with gr.Row():
-                try_takes = gr.Button("试听多个版本 Try takes", elem_id="try-takes", scale=2, min_width=160)
-                takes_n = gr.Slider(2, MAX_UI_TAKES, value=3, step=1, label="版本数 Takes", elem_id="takes-n", scale=1)
             message = gr.HTML(elem_id="result-message", js_on_load=None)
             badge = gr.HTML(elem_id="cache-badge", js_on_load=None)
             notice = gr.Markdown(visible=False, elem_id="style-notice", elem_classes="ui-notice")
@@ -181,6 +178,10 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
                 waveform_options=gr.WaveformOptions(show_recording_waveform=False),
             )
             details = gr.Markdown(elem_id="result-details")
+            # Under the result (the result keeps its place under the button on a phone).
+            with gr.Row(elem_id="takes-controls"):
+                try_takes = gr.Button("试听多个版本 Try takes", elem_id="try-takes", scale=2, min_width=160)
+                takes_n = gr.Slider(2, MAX_UI_TAKES, value=3, step=1, label="版本数 Takes", elem_id="takes-n", scale=1)
     form = [mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache]
     takes_section(TakesPanel(h), try_takes, takes_n, form)  # N takes of the form, side by side
     with gr.Accordion("最近结果（本页会话）Recent results in this session", elem_id="history"), gr.Row():

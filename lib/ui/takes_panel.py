@@ -148,14 +148,22 @@ def _players(elem: str) -> tuple[list[gr.Audio], list[gr.Button]]:
 
 
 def _wire(
-    panel: TakesPanel, channel: str, trigger: Any, run: Any, inputs: list[Any], token: gr.Textbox, elem: str
-) -> Any:
-    """Message, players and Approve buttons of one takes area; ``trigger`` runs ``run``."""
+    panel: TakesPanel, channel: str, trigger: Any, run: Any, inputs: list[Any], token: gr.Textbox, elem: str,
+    area: Any = None,
+) -> Any:  # fmt: skip
+    """Message, players and Approve buttons of one takes area; ``trigger`` runs ``run``
+    (and first shows ``area``, hidden until then)."""
     message = gr.Markdown(elem_id=f"{elem}-message")
     failure = gr.HTML(elem_id=f"{elem}-error", js_on_load=None)
     keys = gr.State([])
     players, buttons = _players(elem)
-    rendered = trigger(lambda: "", outputs=failure, queue=False, api_visibility="private").then(
+    if area is None:
+        first = trigger(lambda: "", outputs=failure, queue=False, api_visibility="private")
+    else:
+        first = trigger(
+            lambda: ("", gr.update(visible=True)), outputs=[failure, area], queue=False, api_visibility="private"
+        )
+    rendered = first.then(
         run, inputs=inputs, outputs=[message, *players, *buttons, keys], show_progress_on=[message],
         api_name=None, api_visibility="private", concurrency_limit=2,
     )  # fmt: skip
@@ -171,9 +179,11 @@ def _wire(
 def takes_section(panel: TakesPanel, button: gr.Button, count: gr.Slider, form: list[Any]) -> None:
     """The Synthesise tab's takes area (under the form and result): ``button`` renders
     ``count`` takes of ``form``."""
-    with gr.Accordion("试听多个版本 Takes", open=True, elem_id="takes", visible=True):
+    # Hidden until the first press: the page under the form stays as short as it was (the
+    # result column sticks beside the form only as far as the form's row goes).
+    with gr.Accordion("试听多个版本 Takes", open=True, elem_id="takes", visible=False) as area:
         token = token_box(" to approve a take", panel.service.config.server.admin_token_env, "takes-token")
-        _wire(panel, "takes", button.click, panel.render, [count, *form], token, "takes")
+        _wire(panel, "takes", button.click, panel.render, [count, *form], token, "takes", area)
 
 
 def review_section(panel: TakesPanel, token: gr.Textbox, tab: Any) -> None:
