@@ -48,6 +48,8 @@ from lib.ui.handlers import BUTTON_LABELS, HISTORY, LIVE_NOTICE, Handlers, live_
 from lib.ui.page import PageLanguage
 from lib.ui.plots import WINDOWS
 from lib.ui.preload_tab import preload_tab
+from lib.ui.readings_panel import ReadingsPanel, reading_line, readings_panel
+from lib.ui.takes_panel import MAX_UI_TAKES, TakesPanel, review_section, takes_section
 from lib.ui.tempdir import private_gradio_dir
 from lib.ui.theme import CSS, FORGET_PRESS, JS, LANG, PLAY_RESULT, SHOW_CONFIRM, SHOW_RESULT, theme
 from lib.ui.views import engine_title
@@ -94,6 +96,7 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
     first_voice = default_voice(presets) if first_mode == "preset" else None
     first = MODE_FORMS[first_mode]
     history = gr.State([])
+    readings = ReadingsPanel(h)
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=340):
             mode = gr.Radio(modes, value=first_mode, label="模式 Mode", elem_id="mode")
@@ -133,8 +136,15 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
                 )  # fmt: skip
             for field in (source, voice, prompt_audio, prompt_text, text, style):
                 field.render()  # type: ignore[no-untyped-call]  # below the examples, which need them first
+                if field is text:
+                    line = reading_line(readings, text.value, first_voice)  # what the engine will say
             with gr.Row():
-                seed = gr.Number(value=0, label=f"随机种子 Seed (0–{MAX_SEED})", elem_id="seed", scale=2)
+                # A text box: Gradio 6's number box shows and sends 0 when empty, and an
+                # empty seed is the default that names none (the approved take, else 0).
+                seed = gr.Textbox(
+                    value="", label=f"随机种子 Seed (0–{MAX_SEED})", elem_id="seed", scale=2, lines=1, max_lines=1,
+                    placeholder="留空：已审核版本，否则 0 Empty: the approved take, else 0",
+                )  # fmt: skip
                 dice = gr.Button("随机 Random", scale=1, min_width=110, elem_id="dice")
                 speed = gr.Number(
                     value=1.0, step=0.05, label=f"语速 Speed ({MIN_SPEED}–{MAX_SPEED})", elem_id="speed", scale=2
@@ -144,6 +154,7 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
                 files = [f for f in FORMATS if f != "pcm"]
                 fmt = gr.Dropdown(files, value="wav", label="格式 Format", elem_id="format")
                 use_cache = gr.Checkbox(value=True, label="使用缓存 Use cache", elem_id="use-cache")
+            readings_panel(readings, text, voice, line)
         with gr.Column(scale=2, min_width=320, elem_id="result-panel"):
             generate = gr.Button(BUTTON_LABELS[False], variant="primary", size="lg", elem_id="generate")
             convert = gr.Button(BUTTON_LABELS[True], variant="primary", size="lg", elem_id="convert", visible=False)
@@ -167,6 +178,12 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
                 waveform_options=gr.WaveformOptions(show_recording_waveform=False),
             )
             details = gr.Markdown(elem_id="result-details")
+            # Under the result (the result keeps its place under the button on a phone).
+            with gr.Row(elem_id="takes-controls"):
+                try_takes = gr.Button("试听多个版本 Try takes", elem_id="try-takes", scale=2, min_width=160)
+                takes_n = gr.Slider(2, MAX_UI_TAKES, value=3, step=1, label="版本数 Takes", elem_id="takes-n", scale=1)
+    form = [mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache]
+    takes_section(TakesPanel(h), try_takes, takes_n, form)  # N takes of the form, side by side
     with gr.Accordion("最近结果（本页会话）Recent results in this session", elem_id="history"), gr.Row():
         players = [
             gr.Audio(
@@ -176,7 +193,6 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
             for i in range(HISTORY)
         ]  # fmt: skip
 
-    form = [mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache]
     convert_form = [source, prompt_audio, voice, seed, speed, fmt, use_cache]
 
     def request_chain(trigger: Any, api_name: str | None, *, streamed: bool, converts: bool = False) -> None:
@@ -357,6 +373,7 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> Callable[[Any], Non
             sweep_btn = gr.Button("清理过期 Sweep expired", elem_id="admin-sweep")
             verify_btn = gr.Button("校验 Verify", elem_id="admin-verify")
         result = gr.HTML(elem_id="admin-result", js_on_load=None)
+    review_section(TakesPanel(h), token, tab)  # approvals made by another model than the serving one
     shown = [stats, latency, hit_rate, requested, missed]
 
     def refresh_after(trigger: Any) -> None:

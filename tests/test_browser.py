@@ -891,6 +891,43 @@ def test_phrase_tables_break_lines_between_words_only(page: Page, app: tuple[str
     assert split == [], f"words broken or clipped at {viewport}: {split}"
 
 
+# -- readings and takes (desktop only: the layout is the form's, tested above) --------------
+
+
+@pytest.mark.parametrize("viewport", ["desktop"])
+def test_reading_line_follows_the_text_and_a_lexicon_entry(page: Page, app: tuple[str, TTSService]) -> None:
+    from playwright.sync_api import expect
+
+    line = page.locator("#reading-line")
+    page.locator("#tts-text textarea").fill("欢迎光临六安")
+    expect(line).to_contain_text("huan1 ying2")  # as typed: the front end's reading
+    expect(line.locator("ruby[data-source=shipped]")).to_contain_text("lu4 an1")
+    page.locator("#readings .label-wrap").first.click()
+    page.locator("#lexicon-term textarea").fill("光临")
+    page.locator("#lexicon-reading textarea").fill("guang3 lin4")
+    page.locator("#lexicon-add").click()
+    expect(page.locator("#lexicon-message")).to_contain_text("已保存 Saved")
+    expect(line.locator("ruby[data-source=lexicon]")).to_contain_text("guang3 lin4")
+    expect(page.locator("#lexicon-table")).to_contain_text("guang3 lin4")
+    app[1].readings.remove("光临", caller=LOCAL)  # the module's other tests read the shipped lexicon
+
+
+@pytest.mark.parametrize("viewport", ["desktop"])
+def test_try_takes_shows_n_players_and_approve_makes_the_next_press_approved(page: Page) -> None:
+    from playwright.sync_api import expect
+
+    assert page.locator("#seed input").input_value() == ""  # the default names no seed
+    page.locator("#tts-text textarea").fill("请到二号窗口取号")
+    page.locator("#try-takes").click()
+    for i in range(3):  # the default N
+        expect(page.locator(f"#takes-{i}")).to_contain_text(f"种子 seed {i} ·", timeout=60_000)
+    expect(page.locator("#takes-3")).to_have_count(0)  # hidden: not rendered
+    page.locator("#takes-approve-1").click()
+    expect(page.locator("#takes-message")).to_contain_text("已采用 Approved: seed 1")
+    assert synthesise(page) == "HIT"  # the seed field left empty: the approved take
+    expect(page.locator("#approved-badge")).to_have_text("已审核 Approved")
+
+
 # -- the README's screenshots ----------------------------------------------------------------
 
 

@@ -23,9 +23,9 @@ from lib.engines.base import can_convert
 from lib.errors import TTSError, ValidationError
 from lib.request import ConvertRequest, PromptSource
 from lib.service import TTSService
-from lib.ui.forms import Resolutions
+from lib.ui.forms import Resolutions, form_seed
 from lib.ui.messages import FieldErrors, UIMessage
-from lib.validate import check_seed, check_speed
+from lib.validate import check_speed
 
 __all__ = ["CONVERT_FIELDS", "build_convert_request", "can_convert", "check_source", "convert_errors"]
 
@@ -50,8 +50,8 @@ def build_convert_request(
     elif name is None:
         raise ValidationError("prompt audio: upload or record the target voice, or pick a preset or saved voice")
     return ConvertRequest(
-        source_audio=source, prompt_audio=prompt_audio or None, voice=name, seed=check_seed(seed),
-        speed=check_speed(speed), format=fmt, use_cache=bool(use_cache),
+        source_audio=source, prompt_audio=prompt_audio or None, voice=name,
+        seed=form_seed(seed) or 0, speed=check_speed(speed), format=fmt, use_cache=bool(use_cache),
     )  # fmt: skip
 
 
@@ -76,7 +76,7 @@ def convert_errors(
     source, prompt_audio, voice, seed, speed, fmt, use_cache = form
     errors = FieldErrors(CONVERT_FIELDS, paths=[source, prompt_audio])
     attempt = errors.attempt
-    attempt("seed", lambda: check_seed(seed))
+    attempt("seed", lambda: form_seed(seed))
     attempt("speed", lambda: check_speed(speed))
     values = (source, prompt_audio, voice, seed, speed, fmt, use_cache)
     if source:

@@ -20,8 +20,9 @@ from lib.config import AppConfig
 from lib.errors import ValidationError
 from lib.phrases import PhraseRequest
 from lib.request import CONVERT, Resolved, TTSRequest
+from lib.textnorm import cut_text
 from lib.ui.messages import MODE_NAMES, FieldErrors, UIMessage
-from lib.validate import check_seed, check_speed, normalise_fields
+from lib.validate import MAX_SEED, check_seed, check_speed, normalise_fields
 
 __all__ = [
     "FORM_FIELDS",
@@ -191,6 +192,27 @@ def examples(
     return rows, labels
 
 
+def form_seed(value: Any) -> int | None:
+    """The seed field: empty (its default) names no seed -- the phrase's approved take
+    when it has one, else seed 0 under the same key (lib.takes); else the API's rule."""
+    if value is None:
+        return None
+    if isinstance(value, str):  # the field is a text box (Gradio's number box cannot be empty)
+        typed = value.strip()
+        if not typed:
+            return None
+        try:
+            value = int(typed)
+        except ValueError:
+            try:
+                value = float(typed)  # 1.5 is refused by check_seed with its own words, 7.0 is 7
+            except ValueError:
+                raise ValidationError(
+                    f"seed: must be a whole number from 0 to {MAX_SEED}, got {cut_text(repr(typed))}"
+                ) from None
+    return check_seed(value)
+
+
 def build_request(
     mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, text: str, style: str,
     seed: Any, speed: Any, fmt: str, use_cache: bool,
@@ -214,7 +236,7 @@ def build_request(
     return TTSRequest(
         text=text or "", prompt_audio=prompt_audio, voice=voice,
         prompt_text=(prompt_text or "") if mode == "zero_shot" else "",
-        style=style or "", seed=check_seed(seed), speed=check_speed(speed), mode=mode, format=fmt,
+        style=style or "", seed=form_seed(seed), speed=check_speed(speed), mode=mode, format=fmt,
         use_cache=bool(use_cache),
     )  # fmt: skip
 
@@ -287,7 +309,7 @@ def form_errors(
     mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache = form
     errors = FieldErrors(FORM_FIELDS, paths=[prompt_audio])
     attempt = errors.attempt
-    attempt("seed", lambda: check_seed(seed))
+    attempt("seed", lambda: form_seed(seed))
     attempt("speed", lambda: check_speed(speed))
     words = TTSRequest(text=text or "", style=style or "", prompt_text=prompt_text or "")
     attempt("text", lambda: normalise_fields(words, service.config))

@@ -33,6 +33,7 @@ from lib.ui.forms import (
     default_voice,
     form_errors,
     form_note,
+    form_seed,
     style_used,
     voice_choices,
 )
@@ -47,7 +48,7 @@ from lib.ui.views import (
     shown_cache,
     style_notice,
 )
-from lib.validate import MAX_SEED, check_seed, check_speed
+from lib.validate import MAX_SEED, check_speed
 
 __all__ = ["BUTTON_LABELS", "HISTORY", "LIVE_NOTICE", "Handlers", "error_html", "live_playback_available"]
 
@@ -260,8 +261,10 @@ class Handlers(CacheHandlers):
             "label": history_label(shown_cache(result), req.voice or "", _words(req), req.seed or 0),
         }
         kept = [h for h in (history or []) if h.get("path") != item["path"]]
+        approved = result.take == "approved"
         return (
-            str(path), badge_html(shown_cache(result), live=live, info=result.info), details_markdown(result, name),
+            str(path), badge_html(shown_cache(result), live=live, info=result.info, approved=approved),
+            details_markdown(result, name),
             gr.update(value=notice, visible=bool(notice)), [item, *kept][:HISTORY],
         )  # fmt: skip
 
@@ -283,7 +286,7 @@ class Handlers(CacheHandlers):
         as the field's info, which only this event changes: Gradio's messages at a field
         are wiped by whichever event finishes next (a mode switch, another field's
         check), and the seed's message vanished when another field erred."""
-        return _field_note(lambda: check_seed(value))
+        return _field_note(lambda: form_seed(value))
 
     @staticmethod
     def speed_note(value: Any) -> Any:

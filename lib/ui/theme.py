@@ -97,6 +97,11 @@ CSS = """
 /* A field's own problem line (the seed and speed as they are typed): the error colour. */
 .field-error [data-testid=block-info], .field-error .info-text, .field-error span.info {
   color: var(--error-text-color) !important; font-weight: 600; }
+/* The reading line under the text box: pinyin over each word; the lexicon's words marked. */
+.reading-line { line-height: 2.4; font-size: 1rem; }
+.reading-line rt { font-size: 0.7em; color: #334155; }
+.reading-line ruby[data-source=lexicon] { background: #dbeafe; border-bottom: 2px solid #1d4ed8; }
+.approved-badge { background: #047857; color: #fff; padding: 4px 12px; border-radius: 999px; font-weight: 700; }
 .ui-notice { background: #fef3c7; color: #78350f; border-radius: var(--radius-md); padding: 8px 12px; }
 /* Keyboard focus on radios and check boxes: Gradio removes their outline (a radio showed
    a faint ring, a check box none); a 3 px ring in the accent blue (6.7:1 on white). */

@@ -69,12 +69,13 @@ def shown_cache(result: SynthesisResult) -> str:
     return result.cache
 
 
-def badge_html(cache: str, *, live: bool = False, info: Mapping[str, Any] | None = None) -> str:
+def badge_html(cache: str, *, live: bool = False, info: Mapping[str, Any] | None = None, approved: bool = False) -> str:
     """The HIT/MISS/BYPASS pill and what it means; empty before a result. ``live``: the
     result was played live (``data-live``: the page script does not play its file
     again). ``info``: the result's notes (a HIT composed from pieces says so). The empty
     ``first-sound`` span is filled by the page script with the time until the operator
-    heard the result."""
+    heard the result. ``approved``: the answer is the phrase's approved take (lib.takes),
+    said as 已审核 Approved next to the pill."""
     if not cache:
         return ""
     colour = BADGE_COLOURS.get(cache, "#475569")
@@ -86,7 +87,9 @@ def badge_html(cache: str, *, live: bool = False, info: Mapping[str, Any] | None
         f'<div class="cache-result"><span class="cache-badge" id="cache-badge-value" data-cache="{html.escape(cache)}" '
         f'data-live="{int(live)}" '
         f'style="background:{colour};color:#fff;padding:4px 14px;border-radius:999px;font-weight:700">'
-        f"{html.escape(cache)}</span> <span>{html.escape(words)}</span> "
+        f"{html.escape(cache)}</span> "
+        + ('<span class="approved-badge" id="approved-badge">已审核 Approved</span> ' if approved else "")
+        + f"<span>{html.escape(words)}</span> "
         '<span id="first-sound" class="first-sound" role="status"></span></div>'
     )
 
