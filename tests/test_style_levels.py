@@ -25,7 +25,8 @@ TEXT = "请A023号顾客到3号窗口办理业务。"
 @pytest.fixture(scope="module")
 def builtin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TTSService]:
     cache = tmp_path_factory.mktemp("levels")
-    service = TTSService(load_config(env={}, overrides={"cache.dir": str(cache), "engine": "builtin"}))
+    overrides = {"cache.dir": str(cache), "engine": "builtin", "builtin.base": "espeak"}
+    service = TTSService(load_config(env={}, overrides=overrides))
     yield service
     service.close()
 
