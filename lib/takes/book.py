@@ -26,12 +26,11 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Protocol
 
+from lib.atomicfile import write_private
 from lib.cache.diskutil import ensure_private_dir
 from lib.cache.entry import CachedAudio, CorruptEntryError, unpack
 from lib.cache.keys import KEY_RE
@@ -225,17 +224,7 @@ class ApprovalBook:
 
     def _write_copy(self, key: str, blob: bytes) -> None:
         ensure_private_dir(self.directory)
-        fd, tmp = tempfile.mkstemp(prefix=".take-", dir=self.directory)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(blob)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self._copy_path(key))
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_private(self._copy_path(key), blob)
 
     def _drop_copy(self, key: str) -> None:
         with contextlib.suppress(OSError):

@@ -20,11 +20,11 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from lib.atomicfile import write_private
 from lib.cache.diskutil import ensure_private_dir
 from lib.cache.keys import KEY_RE, KeyFields
 
@@ -141,14 +141,4 @@ class ApprovalFile:
         doc = {"version": PHRASE_SCHEMA, "approvals": [a.to_json() for a in approvals.values()]}
         data = json.dumps(doc, ensure_ascii=False, indent=1).encode("utf-8")
         ensure_private_dir(self.directory)
-        fd, tmp = tempfile.mkstemp(prefix=".approvals-", dir=self.directory)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_private(self.path, data)

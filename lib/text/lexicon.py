@@ -27,14 +27,13 @@ import functools
 import hashlib
 import json
 import logging
-import os
 import re
-import tempfile
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lib.atomicfile import write_private
 from lib.errors import ConfigError, ValidationError
 from lib.text.syllables import SYLLABLES, is_han, normalise_unit, unit_kind
 from lib.textnorm import normalise_text
@@ -211,18 +210,7 @@ class Lexicon:
         """Write the file atomically (temporary file, fsync, rename), mode 0600."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = self.to_json().encode("utf-8")
-        fd, tmp = tempfile.mkstemp(prefix=".lexicon-", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_private(path, self.to_json().encode("utf-8"))
 
     @classmethod
     def load(cls, path: str | Path, *, limit: int = MAX_ENTRIES) -> Lexicon:
