@@ -16,7 +16,9 @@ import struct
 import zlib
 from typing import Any
 
-__all__ = ["CorruptValueError", "as_bytes", "as_text", "decode_voice", "encode_voice", "seal", "unseal"]
+__all__ = [
+    "CorruptValueError", "as_bytes", "as_text", "decode_voice", "encode_voice", "read_versioned", "seal", "unseal",
+]  # fmt: skip
 
 _SEAL = struct.Struct("<4sI")  # magic, crc32 of the payload
 _HEAD = struct.Struct("<I")  # length of a voice record's JSON header
@@ -83,3 +85,21 @@ def as_bytes(value: Any) -> bytes:
 
 def as_text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def read_versioned(client: Any, breaker: Any, op: str, table: str, rev: str) -> tuple[int, dict[Any, Any]] | None:
+    """A published hash and its revision counter read together (one transaction), through
+    ``breaker`` (None while Redis is down): ``(revision, fields)``, ``(0, {})`` for none."""
+
+    def read() -> tuple[Any, Any]:
+        pipe = client.pipeline(transaction=True)
+        pipe.get(rev)
+        pipe.hgetall(table)
+        got, fields = pipe.execute()
+        return got, fields
+
+    found = breaker.call(op, read, None)
+    if found is None:
+        return None
+    got, fields = found
+    return (int(as_text(got)) if got is not None else 0), fields

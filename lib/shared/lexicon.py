@@ -18,7 +18,7 @@ from typing import Any
 import redis
 
 from lib.shared.breaker import Breaker
-from lib.shared.codec import as_text
+from lib.shared.codec import as_text, read_versioned
 
 __all__ = ["LexiconKeys", "entry_field"]
 
@@ -72,18 +72,10 @@ class LexiconKeys:
     def lexicon_state(self) -> tuple[int, list[tuple[str, str | None, str]]] | None:
         """``(revision, [(term, voice, reading)])`` read together (0 and []: none published)."""
         table, rev = self._lexicon
-
-        def read() -> tuple[Any, Any]:
-            pipe = self.client.pipeline(transaction=True)
-            pipe.get(rev)
-            pipe.hgetall(table)
-            got, fields = pipe.execute()
-            return got, fields
-
-        found = self.breaker.call("lexicon_state", read, None)
+        found = read_versioned(self.client, self.breaker, "lexicon_state", table, rev)
         if found is None:
             return None
-        got, fields = found
+        revision, fields = found
         entries: list[tuple[str, str | None, str]] = []
         for field, reading in fields.items():
             try:
@@ -91,7 +83,7 @@ class LexiconKeys:
                 entries.append((str(term), None if voice is None else str(voice), as_text(reading)))
             except (ValueError, TypeError):
                 continue  # not ours: the reader validates what it keeps
-        return (int(as_text(got)) if got is not None else 0), entries
+        return revision, entries
 
     def lexicon_publish(self, entries: list[tuple[str, str | None, str]]) -> bool | None:
         """Publish ``entries`` as the lexicon unless one is published; whether this did."""

@@ -19,7 +19,7 @@ from typing import Any
 import redis
 
 from lib.shared.breaker import Breaker
-from lib.shared.codec import as_bytes, as_text
+from lib.shared.codec import as_bytes, as_text, read_versioned
 
 __all__ = ["TakeKeys"]
 
@@ -48,20 +48,11 @@ class TakeKeys:
     def takes_state(self) -> tuple[int, dict[str, str]] | None:
         """``(revision, {phrase: record JSON})`` read together."""
         table, _, rev = self._takes
-
-        def read() -> tuple[Any, Any]:
-            pipe = self.client.pipeline(transaction=True)
-            pipe.get(rev)
-            pipe.hgetall(table)
-            got, records = pipe.execute()
-            return got, records
-
-        found = self.breaker.call("takes_state", read, None)
+        found = read_versioned(self.client, self.breaker, "takes_state", table, rev)
         if found is None:
             return None
-        got, records = found
-        state = {as_text(phrase): as_text(record) for phrase, record in records.items()}
-        return (int(as_text(got)) if got is not None else 0), state
+        revision, records = found
+        return revision, {as_text(phrase): as_text(record) for phrase, record in records.items()}
 
     def takes_put(self, phrase: str, record: str, key: str, blob: bytes, old_key: str | None = None) -> int | None:
         """Make ``record`` (whose take is ``key``, packed as ``blob``) the phrase's
