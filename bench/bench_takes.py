@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
-from bench_http import BOUNDARY, build_request, free_port, multipart, run_load
+from api_server import api_server
+from bench_http import BOUNDARY, build_request, multipart, run_load
 
 ROOT = Path(__file__).resolve().parents[1]
 # Same length, so the two clips are the same size (the tone engine: 60 ms a character).
@@ -49,27 +46,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=2.0, help="duration of each measurement")
     parser.add_argument("--clients", type=int, default=1)
     args = parser.parse_args()
-    port = free_port()
-    cache = tempfile.mkdtemp(prefix="bench-takes-")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_")}
-    env.update(TTS_VOICES_PREWARM="false", PYTHONPATH=str(ROOT))
-    server = subprocess.Popen(
-        [sys.executable, "-m", "lib.api", "--engine", "tone", "--cache-dir", cache, "--port", str(port),
-         "--log-level", "warning"],
-        cwd=ROOT, env=env,
-    )  # fmt: skip
-    try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/healthz", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    print("server did not start", file=sys.stderr)
-                    return 1
-                time.sleep(0.2)
+    with api_server("tone", clean_env=True) as base:
+        port = int(base.rsplit(":", 1)[1])
         voice = "tone-low"
         _, raw = post(base, "/api/takes", {"text": APPROVED, "voice": voice, "n": "3"})
         takes = json.loads(raw)["takes"]
@@ -104,9 +82,6 @@ def main() -> int:
             f"ratio of medians {a / p:.3f}, median of per-round ratios {paired:.3f} ({args.rounds} rounds)"
         )
         return 0
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 if __name__ == "__main__":
