@@ -204,7 +204,7 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
         inputs = convert_form if converts else form
         run_it = h.convert if converts else h.synthesise_live if streamed else h.synthesise
         button = convert if converts else generate
-        trigger(h.pressed, queue=False, show_progress="hidden", api_visibility="private")  # the form it is for
+        trigger(h.pressed, inputs=mode, queue=False, show_progress="hidden", api_visibility="private")  # its form
         run = trigger(
             h.clearer(converts, live=live_ok), inputs=inputs,
             outputs=[*cleared, live, button] if live_ok else [*cleared, button],
@@ -245,7 +245,8 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
     # the field messages that belong to the form left behind; the seed's and speed's own
     # checks are run again (they apply in every mode).
     mode.input(
-        h.mode_switched, outputs=[output, badge, details, notice, message, live, generate, convert], queue=False,
+        h.mode_switched, inputs=mode, outputs=[output, badge, details, notice, message, live, generate, convert],
+        queue=False,
         show_progress="hidden", api_visibility="private", js=FORGET_PRESS,
     )  # fmt: skip
     # The transcript and style are hidden in the modes that ignore them, so only a mode

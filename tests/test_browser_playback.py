@@ -326,6 +326,7 @@ def _sentences(tag: str) -> str:
     return "".join(f"{tag}第{i}句话用来测试边合成边播放是否连续。" for i in range(1, 7))
 
 
+@pytest.mark.playback  # the live player's segments come as they are made: no other test beside it
 def test_a_long_miss_plays_live_without_stalls_and_once(
     listening: Callable[[str], Page], live_app: tuple[str, ToneEngine], viewport: str
 ) -> None:

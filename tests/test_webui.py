@@ -438,3 +438,26 @@ def test_the_served_page_says_it_is_chinese_before_any_script_runs(client: Clien
     assert int(page.headers["content-length"]) == len(page.content)
     api = httpx.get(client.src.rstrip("/") + "/healthz", timeout=30)  # other answers untouched
     assert api.headers["content-type"].startswith("application/json")
+
+
+def test_a_press_keeps_its_result_whichever_of_it_and_the_mode_switch_before_it_arrives_first(
+    service: TTSService, tmp_path: Path
+) -> None:
+    """The browser sends a mode switch and the press right after it as two calls: in
+    either order the press belongs to the new form; a press before a switch does not."""
+    from types import SimpleNamespace
+
+    from lib.ui.base import HandlerBase
+
+    h = HandlerBase(service, tmp_path / "phrases.json")
+    session: Any = SimpleNamespace(session_hash="s")
+    h.switch_form("instruct", session)  # in order: switch, then press
+    h.pressed("instruct", session)
+    assert h.press_generation(session) == h.form_generation(session) == 1
+    h.pressed("preset", session)  # out of order: the press made in preset arrives first
+    h.switch_form("preset", session)
+    assert h.press_generation(session) == h.form_generation(session) == 2
+    h.switch_form("instruct", session)  # a press before a real switch is discarded
+    assert h.press_generation(session) == 2 != h.form_generation(session)
+    other: Any = SimpleNamespace(session_hash="t")
+    assert h.press_generation(other) == h.form_generation(other) == 0  # sessions apart

@@ -71,7 +71,8 @@ class HandlerBase:
         self._forms: OrderedDict[str, int] = OrderedDict()
         """Per session: how many times the operator switched mode (a result asked for
         under an earlier mode is discarded: its form is gone)."""
-        self._presses: OrderedDict[str, int] = OrderedDict()
+        self._presses: OrderedDict[str, tuple[int, str]] = OrderedDict()
+        """Per session: the form (switch count) and mode of the last press."""
         self._lock = threading.Lock()
 
     def shipped_phrases(self) -> list[PhraseRequest]:
@@ -95,12 +96,12 @@ class HandlerBase:
         with self._lock:
             return self._forms.get(session, 0)
 
-    def pressed(self, request: gr.Request) -> None:
-        """A request was asked for (its first step, at the press): the form it belongs to
-        is the one shown now, whenever its queued run starts."""
+    def pressed(self, mode: str, request: gr.Request) -> None:
+        """A request was asked for (its first step, at the press) in ``mode``: the form it
+        belongs to is the one shown now, whenever its queued run starts."""
         session = getattr(request, "session_hash", None) or ""
         with self._lock:
-            self._presses[session] = self._forms.get(session, 0)
+            self._presses[session] = (self._forms.get(session, 0), mode)
             self._presses.move_to_end(session)
             while len(self._presses) > _REMEMBERED:
                 self._presses.popitem(last=False)
@@ -110,16 +111,23 @@ class HandlerBase:
         which has no press)."""
         session = getattr(request, "session_hash", None) or ""
         with self._lock:
-            return self._presses.get(session, self._forms.get(session, 0))
+            press = self._presses.get(session)
+            return press[0] if press is not None else self._forms.get(session, 0)
 
-    def switch_form(self, request: gr.Request | None) -> None:
-        """The operator switched mode: results of requests started before are discarded."""
+    def switch_form(self, mode: str, request: gr.Request | None) -> None:
+        """The operator switched to ``mode``: results of requests started before are
+        discarded. The browser sends the switch and a press that follows it at once as
+        two calls that may arrive in either order: a press already made in ``mode`` on
+        the form before this one was made after the switch, and keeps its result."""
         session = getattr(request, "session_hash", None) or ""
         with self._lock:
-            self._forms[session] = self._forms.get(session, 0) + 1
+            before = self._forms.get(session, 0)
+            self._forms[session] = before + 1
             self._forms.move_to_end(session)
             while len(self._forms) > _REMEMBERED:
                 self._forms.popitem(last=False)
+            if self._presses.get(session) == (before, mode):
+                self._presses[session] = (before + 1, mode)
 
     # -- errors --------------------------------------------------------------------------
 

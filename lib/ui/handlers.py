@@ -337,12 +337,12 @@ class Handlers(CacheHandlers):
             gr.update(visible=False) if self.live_player else gr.update(visible=not form.source),
         )
 
-    def mode_switched(self, request: gr.Request) -> tuple[Any, ...]:
+    def mode_switched(self, mode: str, request: gr.Request) -> tuple[Any, ...]:
         """The operator switched mode: the result area is emptied, a result still being
         made will be discarded when it comes (it is still cached), and both buttons are
         ready. Updates of: result, badge, details, notice, message, live player,
         Synthesise, Convert."""
-        self.switch_form(request)
+        self.switch_form(mode, request)
         return (
             None, "", "", gr.update(value="", visible=False), "",
             gr.update(value=None, visible=False) if self.live_player else gr.update(),
