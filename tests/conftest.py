@@ -32,13 +32,10 @@ SLOW_FILES = frozenset({
 
 #: The longest files, collected first so that on several workers (``run.sh test``: one
 #: file per worker at a time) they start at once instead of ending the run alone.
-#: The browser run goes test by test: its playback file (two 106 s paragraph tests) first,
-#: one viewport after the other, so that the long tests start at once on different workers.
 LONGEST_FIRST = (
     "test_browser_playback.py", "test_cosyvoice_upstream.py", "test_cosyvoice_engine.py", "test_run_sh.py",
     "test_kokoro.py", "test_faults_engine.py", "test_streaming.py", "test_preload.py",
 )  # fmt: skip
-_BY_VIEWPORT = "test_browser_playback.py"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -46,13 +43,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.path.name in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-
-    def order(item: pytest.Item) -> tuple[int, str]:
-        callspec = getattr(item, "callspec", None)
-        viewport = callspec.params.get("viewport", "") if callspec and item.path.name == _BY_VIEWPORT else ""
-        return rank.get(item.path.name, len(rank)), viewport
-
-    items.sort(key=order)  # stable: each file keeps its order (the playback file's per viewport)
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its order
 
 
 def tone_service(tmp_path: Path, *, admin_token: Any = None, **overrides: Any) -> Any:

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import socket
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -186,8 +187,16 @@ def in_view(page: Page, locator: Locator, timeout: float = 15_000) -> bool:
 
 
 def contrast(locator: Locator) -> float:
-    ratio: float = locator.evaluate(_CONTRAST_JS, timeout=10_000)
-    return ratio
+    """The element's contrast ratio once no refresh of its component is pending (Gradio
+    draws a pending component's text subdued until its update arrives)."""
+    deadline = time.monotonic() + 30
+    while True:
+        ratio: float | None = locator.evaluate(
+            f"(el) => el.closest('.pending') ? null : ({_CONTRAST_JS})(el)", timeout=10_000
+        )
+        if ratio is not None or time.monotonic() > deadline:
+            return ratio if ratio is not None else 0.0
+        locator.page.wait_for_timeout(100)
 
 
 def open_tab(page: Page, name: str) -> None:
@@ -603,7 +612,6 @@ def test_contrast_language_and_keyboard(page: Page, viewport: str) -> None:
     open_tab(page, "缓存 Cache")
     expect(page.locator("#cache-stats")).to_contain_text("条目 Entries")
     expect(page.locator("#top-requested [role=gridcell]").first).to_be_visible()
-    page.wait_for_timeout(1000)  # the refresh's fade is over
     cache_tab = {
         "figures": "#cache-stats p", "table cell": "#top-requested [role=gridcell]", "plot label": "#latency-plot label"
     }  # fmt: skip

@@ -262,6 +262,7 @@ def test_a_phrase_plays_whole_once_miss_then_repeat(
     print("\n" + "\n".join(lines))
 
 
+@pytest.mark.playback  # its miss plays live: beside other browser tests it stood still 0.42 s
 def test_a_paragraph_plays_whole_once_miss_then_repeat(
     listening: Callable[[str], Page], app: tuple[str, TTSService], viewport: str
 ) -> None:
