@@ -123,14 +123,14 @@ run_tests() {
     fi
     # The whole suite in three runs: everything but the browser on TTS_TEST_WORKERS workers
     # (pytest-xdist, file by file: a file's fixtures stay in one process), with line
-    # coverage of lib/ printed (measured, not gated); the browser tests on three workers,
+    # coverage of lib/ printed (measured, not gated); the browser tests on two workers,
     # test by test; then the tests whose result plays live alone (the live player is fed
     # as the result is made: beside other tests its first segments came late). All run;
     # the first failure decides.
     local workers="${TTS_TEST_WORKERS:-3}"
     run_part status -n "$workers" --dist loadfile -m "not browser" --durations=20 \
         --cov=lib --cov-report=term:skip-covered
-    run_part status -n 3 --dist load --maxschedchunk 1 -m "browser and not playback" --durations=10
+    run_part status -n 2 --dist load --maxschedchunk 1 -m "browser and not playback" --durations=10
     run_part status -m playback --durations=10
     exit "$status"
 }

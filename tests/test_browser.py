@@ -612,6 +612,7 @@ def test_contrast_language_and_keyboard(page: Page, viewport: str) -> None:
     open_tab(page, "缓存 Cache")
     expect(page.locator("#cache-stats")).to_contain_text("条目 Entries")
     expect(page.locator("#top-requested [role=gridcell]").first).to_be_visible()
+    page.wait_for_timeout(1000)  # the refresh's fade is over (and contrast() waits out a pending one)
     cache_tab = {
         "figures": "#cache-stats p", "table cell": "#top-requested [role=gridcell]", "plot label": "#latency-plot label"
     }  # fmt: skip
