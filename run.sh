@@ -121,26 +121,43 @@ run_tests() {
         check_pytest_status "$status"
         exit "$status"
     fi
-    # The whole suite in three runs: everything but the browser on TTS_TEST_WORKERS workers
+    # The whole suite in three runs. Everything but the browser on TTS_TEST_WORKERS workers
     # (pytest-xdist, file by file: a file's fixtures stay in one process), with line
-    # coverage of lib/ printed (measured, not gated); the browser tests on two workers,
-    # test by test; then the tests whose result plays live alone (the live player is fed
-    # as the result is made: beside other tests its first segments came late). All run;
-    # the first failure decides.
-    local workers="${TTS_TEST_WORKERS:-3}"
-    run_part status -n "$workers" --dist loadfile -m "not browser" --durations=20 \
+    # coverage of lib/ printed (measured, not gated), at the lowest CPU priority (nice 19):
+    # it is CPU-bound, and nothing in it is real time. Beside it, at normal priority, the
+    # tests whose result plays live (real time: what the operator hears may not stand still
+    # 0.3 s; the CPU is theirs whenever they need it, and they need little); their report
+    # follows the first one's. Then the other browser tests on two workers, test by test
+    # (beside the first run too, they and it failed tests for want of CPU). All run; the
+    # first failure decides.
+    local workers="${TTS_TEST_WORKERS:-3}" reports code=0
+    reports=$(mktemp -d)
+    "$VENV/bin/pytest" -p no:cacheprovider -m playback --durations=10 \
+        --basetemp "$reports/tmp" >"$reports/playback.txt" 2>&1 &
+    BESIDE=$!
+    trap 'kill "$BESIDE" 2>/dev/null || true' EXIT  # stopped early: not left running
+    run_part status nice -n 19 "$VENV/bin/pytest" -n "$workers" --dist loadfile -m "not browser" --durations=20 \
         --cov=lib --cov-report=term:skip-covered
-    run_part status -n 2 --dist load --maxschedchunk 1 -m "browser and not playback" --durations=10
-    run_part status -m playback --durations=10
+    wait "$BESIDE" || code=$?
+    trap - EXIT
+    log "the playback tests (run beside the above):"
+    cat "$reports/playback.txt"
+    rm -rf "$reports"
+    check_pytest_status "$code"
+    [ "$status" -ne 0 ] || status=$code
+    run_part status "$VENV/bin/pytest" -n 2 --dist load --maxschedchunk 1 -m "browser and not playback" --durations=10
     exit "$status"
 }
 
-# run_part VAR ARGS...: one pytest run of the suite; VAR keeps the first failure's status.
+# The run beside the first one (run_tests): its process id.
+BESIDE=""
+
+# run_part VAR COMMAND...: one pytest run of the suite; VAR keeps the first failure's status.
 run_part() {
     local -n first_failure="$1"
     shift
     local run=0
-    "$VENV/bin/pytest" "$@" || run=$?
+    "$@" || run=$?
     check_pytest_status "$run"
     [ "$first_failure" -ne 0 ] || first_failure=$run
 }

@@ -51,7 +51,7 @@ def test_no_server_errors(live: LiveServer) -> None:
         operations += 1
 
         @given(case=operation.as_strategy(generation_mode=mode))
-        @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+        @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck), database=None)
         def run(case: Any) -> None:
             case.headers = {**(case.headers or {}), "Authorization": f"Bearer {TOKEN}"}
             case.call_and_validate(checks=[not_a_server_error])
