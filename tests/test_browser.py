@@ -188,15 +188,21 @@ def in_view(page: Page, locator: Locator, timeout: float = 15_000) -> bool:
 
 def contrast(locator: Locator) -> float:
     """The element's contrast ratio once no refresh of its component is pending (Gradio
-    draws a pending component's text subdued until its update arrives)."""
+    draws a pending component's text subdued until its update arrives) and the reading
+    is steady: two readings 150 ms apart agree (a refresh redraws the figures; one
+    reading under load caught them mid-redraw at 1.0)."""
     deadline = time.monotonic() + 30
+    last: float | None = None
     while True:
         ratio: float | None = locator.evaluate(
             f"(el) => el.closest('.pending') ? null : ({_CONTRAST_JS})(el)", timeout=10_000
         )
-        if ratio is not None or time.monotonic() > deadline:
+        if ratio is not None and last is not None and abs(ratio - last) < 0.01:
+            return ratio
+        if time.monotonic() > deadline:
             return ratio if ratio is not None else 0.0
-        locator.page.wait_for_timeout(100)
+        last = ratio
+        locator.page.wait_for_timeout(150)
 
 
 def open_tab(page: Page, name: str) -> None:
