@@ -121,30 +121,31 @@ run_tests() {
         check_pytest_status "$status"
         exit "$status"
     fi
-    # The whole suite in two runs at once, by CPU priority. Everything but the browser on
-    # TTS_TEST_WORKERS workers (pytest-xdist, file by file: a file's fixtures stay in one
-    # process), with line coverage of lib/ printed (measured, not gated), at the lowest
-    # priority (nice 19): it is CPU-bound, and nothing in it is real time. Beside it, at
-    # normal priority, the browser tests one at a time (what plays is measured in real time:
-    # the operator's player may not stand still 0.3 s; the CPU is theirs whenever they need
-    # it, and they mostly wait for the page). On two workers of equal priority beside each
-    # other, a live player stood still 0.42 s and other tests failed for want of CPU. The
-    # browser report follows the first one's; both run, and the first failure decides.
+    # The whole suite in three runs. Everything but the browser on TTS_TEST_WORKERS workers
+    # (pytest-xdist, file by file: a file's fixtures stay in one process), with line
+    # coverage of lib/ printed (measured, not gated), at the lowest CPU priority (nice 19):
+    # it is CPU-bound, and nothing in it is real time. Beside it, at normal priority, the
+    # tests whose result plays live (real time: what the operator hears may not stand still
+    # 0.3 s; the CPU is theirs whenever they need it, and they need little); their report
+    # follows the first one's. Then the other browser tests on two workers, test by test
+    # (beside the first run too, they and it failed tests for want of CPU). All run; the
+    # first failure decides.
     local workers="${TTS_TEST_WORKERS:-3}" reports code=0
     reports=$(mktemp -d)
-    "$VENV/bin/pytest" -p no:cacheprovider -m browser --durations=15 \
-        --basetemp "$reports/tmp" >"$reports/browser.txt" 2>&1 &
+    "$VENV/bin/pytest" -p no:cacheprovider -m playback --durations=10 \
+        --basetemp "$reports/tmp" >"$reports/playback.txt" 2>&1 &
     BESIDE=$!
     trap 'kill "$BESIDE" 2>/dev/null || true' EXIT  # stopped early: not left running
     run_part status nice -n 19 "$VENV/bin/pytest" -n "$workers" --dist loadfile -m "not browser" --durations=20 \
         --cov=lib --cov-report=term:skip-covered
     wait "$BESIDE" || code=$?
     trap - EXIT
-    log "the browser tests (run beside the above):"
-    cat "$reports/browser.txt"
+    log "the playback tests (run beside the above):"
+    cat "$reports/playback.txt"
     rm -rf "$reports"
     check_pytest_status "$code"
     [ "$status" -ne 0 ] || status=$code
+    run_part status "$VENV/bin/pytest" -n 2 --dist load --maxschedchunk 1 -m "browser and not playback" --durations=10
     exit "$status"
 }
 
