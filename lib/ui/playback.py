@@ -14,10 +14,11 @@ stream began where the last one ended (a repeat started seconds in, or played no
 So: every result is played from its complete file (``#result-audio``, one press plays it
 once, from 0), except a miss that is still being made :data:`LIVE_AFTER` seconds after
 the press *and* is made fast enough to be played without catching up with the engine.
-Only then is the live player shown (a fresh element each time: it is unmounted between
-requests) and fed by :class:`LiveFeed`: it starts once :data:`HOLD` seconds of audio
+Only then is the live player fed by :class:`LiveFeed`: once :data:`HOLD` seconds of audio
 exist, in slices of :data:`SLICE` seconds, so that every playlist read finds several
-segments ahead of the playing position. The complete file then goes to the result player
+segments ahead of the playing position; the player (a fresh element each time: it is
+unmounted between requests) is shown once the hold is in its stream, so that its first
+read finds the whole hold (lib/ui/handlers.py). The complete file then goes to the result player
 without playing again. An engine slower than :data:`MIN_RATE` times real time is never
 played live (it would stall): its result plays whole when it is made.
 """
