@@ -98,6 +98,7 @@ def test_a_long_result_made_fast_goes_live_after_hold_in_slices_that_join_to_the
     thread.join(5)
     assert all(0 < len(piece) <= SLICE * RATE for piece in out)
     assert np.array_equal(np.concatenate(out), np.concatenate(made))  # every sample, once, in order
+    assert feed.hold_sent
     assert HOLD < 6.0  # went live once 6 s were made, not before (3 s < HOLD)
     assert HOLD > 3.0
 
@@ -134,3 +135,21 @@ def test_with_no_hold_an_idle_feed_waits_without_failing() -> None:
     maker.end()
     thread.join(5)
     assert feed.live and np.array_equal(np.concatenate(out), first)
+
+
+def test_the_hold_is_sent_after_its_last_slice_not_before() -> None:
+    """The live player is shown once the slices sent so far hold :data:`HOLD` seconds
+    (lib/ui/handlers.py): not after the first slice, and exactly after the hold's last."""
+    clock, maker = Clock(), Maker()
+    feed = LiveFeed(maker, RATE, clock=clock)
+    maker.make(HOLD + 2.0, value=1)
+    clock.now = LIVE_AFTER + 0.1
+    seen = []
+    for piece in feed.slices():
+        seen.append((len(piece), feed.hold_sent))
+        if len(seen) == int(HOLD / SLICE) + 1:
+            break
+    maker.end()
+    hold_slices = int(HOLD / SLICE)
+    assert [shown for _, shown in seen] == [False] * (hold_slices - 1) + [True, True]
+    assert sum(n for n, _ in seen[:hold_slices]) == int(HOLD * RATE)

@@ -38,7 +38,7 @@ from lib.ui.forms import (
     voice_choices,
 )
 from lib.ui.messages import MODE_NAMES, explain
-from lib.ui.playback import HOLD, LiveFeed
+from lib.ui.playback import LiveFeed
 from lib.ui.views import (
     HistoryItem,
     badge_html,
@@ -180,17 +180,11 @@ class Handlers(CacheHandlers):
             answer = self.service.stream(self.resolutions.take(fields) or req)
             if answer.cache in ("MISS", "BYPASS"):  # being made: HIT and COMPOSED come whole
                 feed = LiveFeed(answer.chunks, answer.sample_rate)
-                fed = 0.0
                 for pcm in feed.slices():
                     if self.form_generation(request) != form:
                         break  # the mode was switched: stop playing (the result is still made and stored)
                     yield wav_bytes(pcm, answer.sample_rate), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
-                    fed += len(pcm) / answer.sample_rate
-                    if not live and fed >= HOLD - 1e-6:
-                        # Shown once the hold is in the stream, hidden until then: the fresh
-                        # player (unmounted since the last request) starts at 0 and its first
-                        # playlist read finds the hold's segments, not the first one alone
-                        # (whose encoder was still starting: 0.33 s, then 1.1 s of silence).
+                    if not live and feed.hold_sent:  # a fresh player (unmounted since the last request) starts at 0
                         live = True
                         badge = badge_html(answer.cache, live=True)
                         yield gr.update(visible=True), gr.skip(), badge, LIVE_NOTE, gr.skip(), gr.skip()
