@@ -40,6 +40,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=1, help="requests in parallel (default: 1)")
     parser.add_argument("--dry-run", action="store_true", help="only count what would be generated")
     parser.add_argument("--force", action="store_true", help="regenerate phrases that are already cached")
+    parser.add_argument(
+        "--verify", action="store_true",
+        help="first check every cached entry and remove damaged ones and ones whose audio cannot be their "
+        "text (silent, far too short); the preload then makes the phrases among them again",
+    )  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -75,6 +80,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"preload: cannot start the {config.engine} engine: {exc}", file=sys.stderr)
         print(f"preload: {len(requests)} phrases, 0 generated, 0 already cached, {len(requests)} failed in 0.0 s")
         return EXIT_FAILED
+    if args.verify:
+        checked = service.admin.verify(caller=LOCAL)
+        print(
+            f"preload: verify: {checked['checked']} entries checked, {checked['corrupt_removed']} damaged and "
+            f"{checked['implausible_removed']} implausible removed",
+            file=sys.stderr, flush=True,
+        )  # fmt: skip
     bar = _progress_bar(len(requests) + sum(len(service.templates.pieces(t)) for t in templates))
 
     def progress(report: PreloadReport) -> None:

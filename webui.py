@@ -470,6 +470,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from lib.api.serving import serve
 
+    # The engine's model loads and checks itself while the app starts (the first request
+    # then finds it ready); close() joins it.
+    warm = getattr(service.engine, "warm_in_background", None)
+    if callable(warm):
+        warm()
     app = create_app(service)
     _LOGGER.info("serving %s on http://%s:%d/", service.tag, config.server.host, config.server.port)
     started = time.time()

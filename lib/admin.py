@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from lib.access import Action, Caller, check
+from lib.cache.entry import CachedAudio
 from lib.cache.keys import KEY_RE
 from lib.cache.tiers import Tiers
 from lib.errors import ValidationError
@@ -53,8 +54,11 @@ class Admin:
         verify_side: Callable[[], list[str]] | None = None,
         *,
         approvals: Approvals | None = None,
+        plausible: Callable[[CachedAudio], str | None] | None = None,
     ) -> None:
         self.tiers = tiers
+        self._plausible = plausible
+        """Why an entry's audio cannot be its text (lib.engines.plausible.implausible), or None."""
         self.profiles = profiles
         self.prompts = prompts
         self._verify_side = verify_side
@@ -142,9 +146,21 @@ class Admin:
         return report
 
     def verify(self, *, caller: Caller) -> VerifyReport:
+        """Every disk entry checked (damage, and audio implausible for its text); what is
+        removed here is removed from the shared tiers too."""
         check(caller, Action.ADMIN)
         self.tiers.writer.flush()
-        report = self.tiers.store.verify()
+        flagged: list[str] = []
+
+        def plausible(entry: CachedAudio) -> str | None:
+            problem = self._plausible(entry) if self._plausible is not None else None
+            if problem is not None:
+                flagged.append(entry.key)
+            return problem
+
+        report = self.tiers.store.verify(plausible)
+        for key in flagged:
+            self.tiers.forget(key)
         if self._verify_side is not None:
             report["repairs"] = [*report["repairs"], *self._verify_side()]
         self.tiers.drop_memory()

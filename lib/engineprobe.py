@@ -1,34 +1,43 @@
-"""The engine watchdog's probe: a tiny synthesis that checks an idle engine still works.
+"""The engine watchdog's probe: a real sentence per language that checks an idle engine works.
 
 When no engine call ran for ``watchdog.probe_interval`` seconds (and a few seconds after
-a call timed out), :class:`Prober` speaks :data:`PROBE_TEXT` in the engine's first preset
-voice, through the watchdog's deadline like any call, and hands what it found to
-:meth:`lib.watchdog.Watchdog.record_probe`: ``/healthz`` reports a failed probe as
-"engine failing" until a call succeeds. An engine without preset voices is not probed
-(real calls still report it failing). The probe's result is never cached.
+a call timed out), :class:`Prober` speaks :data:`PROBE_TEXTS` -- an ordinary announcement
+in Mandarin and one in English, each in a preset voice of its language (else the first
+preset) -- through the watchdog's deadline like any call, and checks each result as the
+producer checks any result (:func:`lib.engines.plausible.check_result`: finite, in range,
+not silent, as long as its reading allows). What it found goes to
+:meth:`lib.watchdog.Watchdog.record_probe`: ``/healthz`` reports a failed probe as "engine
+failing", with the language and why, until a call succeeds. An engine without preset
+voices is not probed (real calls still report it failing). The probe's result is never
+cached. (It spoke "OK." once: a text too short to show a broken engine, and one that a
+broken runtime failed on while longer texts sounded.)
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from lib.audio import check_engine_audio
 from lib.engines.base import Engine
-from lib.errors import EngineTimeoutError, EngineUnavailableError, log_safe
+from lib.engines.plausible import check_result
+from lib.errors import EngineTimeoutError, EngineUnavailableError, TTSError, log_safe
 from lib.metrics import Metrics
 from lib.textnorm import cut_text
 from lib.watchdogconfig import WatchdogConfig
 
-__all__ = ["PROBE_TEXT", "Prober", "probe"]
+__all__ = ["PROBE_TEXTS", "Prober", "probe"]
 
 _LOGGER = logging.getLogger(__name__)
 
-#: What the probe speaks, in the engine's first preset voice.
-PROBE_TEXT = "OK."
+#: What the probe speaks: language -> an ordinary announcement.
+PROBE_TEXTS = {
+    "zh": "欢迎光临，请在黄线外排队等候。",
+    "en": "Welcome, please wait behind the yellow line.",
+}
 
 T = TypeVar("T")
 
@@ -60,21 +69,31 @@ def probe(watchdog: Watchdog) -> dict[str, Any]:
         return {"ok": True, "result": "skipped", "error": "the engine has no preset voice to probe with"}
     started = time.monotonic()
     result, error = "ok", ""
+    language = ""
     try:
-        voice = engine.preset_voice(presets[0])
-        synth = watchdog.run(
-            "probe", watchdog.config.deadline(chars=len(PROBE_TEXT)),
-            lambda: engine.synthesise(PROBE_TEXT, voice, style="", seed=0, speed=1.0, mode="preset"),
-        )  # fmt: skip
-        check_engine_audio(synth.audio)
+        from lib.text import read
+
+        for language, text in PROBE_TEXTS.items():
+            name = next((p for p in presets if p.startswith(f"{language}-")), presets[0])
+            voice = engine.preset_voice(name)
+            reading = read(text)
+            call = functools.partial(
+                engine.synthesise, text, voice, style="", seed=0, speed=1.0, mode="preset", reading=reading
+            )
+            synth = watchdog.run("probe", watchdog.config.deadline(chars=len(text)), call)
+            check_result(synth.audio, engine.sample_rate, reading, 1.0)
     except EngineTimeoutError as exc:
         result, error = "timed out", str(exc)
     except EngineUnavailableError as exc:
         if watchdog.refusing():  # shutting down, or a call is stuck (health says so already)
             return {"ok": False, "result": "not run", "error": str(exc)}
         result, error = "failed", str(exc)
+    except TTSError as exc:  # its message says what is wrong
+        result, error = "failed", str(exc)
     except Exception as exc:
         result, error = "failed", f"{type(exc).__name__}: {exc}"
+    if error and language:
+        error = f"{language}: {error}"
     found = {
         "ok": result == "ok", "result": result, "error": cut_text(error, 160) if error else None,
         "seconds": round(time.monotonic() - started, 3), "at": round(time.time(), 3),

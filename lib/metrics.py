@@ -106,6 +106,12 @@ class Metrics:
             "tts_engine_probes", "Health probe syntheses by result (ok, failed, timeout)", ["engine", "result"],
             registry=r,
         )  # fmt: skip
+        self.engine_invalid_audio = Counter(
+            "tts_engine_invalid_audio",
+            "Engine results refused (503, nothing cached) as invalid audio, by reason: non_finite, peak, empty, "
+            "silent, too_short, too_long",
+            ["engine", "reason"], registry=r,
+        )  # fmt: skip
         self.engine_healthy = Gauge(
             "tts_engine_healthy", "1 while the engine watchdog sees the engine working; 0 while it is stuck or failing",
             registry=r,

@@ -15,12 +15,13 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from lib.audio import check_engine_audio, float_to_int16
+from lib.audio import float_to_int16
 from lib.cache.entry import CachedAudio
 from lib.cache.keys import model_tag
 from lib.cache.production import current_lease
 from lib.config import AppConfig
 from lib.engines.base import Engine, VoiceConverter, can_convert
+from lib.engines.plausible import InvalidAudioError, check_chunk, check_result
 from lib.errors import EngineError, TTSError, log_safe
 from lib.metrics import Metrics
 from lib.request import Resolved
@@ -73,6 +74,11 @@ class Producer:
         bound = RENEW_UNTIL.set(current_lease().renew_until)
         try:
             return self._produce(r, on_chunk)
+        except InvalidAudioError as exc:
+            # Wherever it was found (the engine's raw chunks, a sentence, the whole), one count.
+            self.metrics.engine_invalid_audio.labels(self.engine.name, exc.reason).inc()
+            _LOGGER.error("engine %s produced invalid audio for key=%s: %s", self.engine.name, r.key, exc.reason)
+            raise
         finally:
             RENEW_UNTIL.reset(bound)
 
@@ -112,6 +118,8 @@ class Producer:
         if self.config.cache.store_text and r.source is None:
             meta["text"] = r.fields.text
             meta["style"] = r.fields.style
+            if r.fields.speed != 1.0:  # what `cache verify` judges the text's length at
+                meta["speed"] = r.fields.speed
         if r.phrase:  # which take of which phrase this is: what approving its key needs (lib.takes)
             meta.update(phrase=r.phrase, seed=r.fields.seed, speed=r.fields.speed, voice_name=r.voice_name)
         return meta
@@ -122,6 +130,7 @@ class Producer:
         voice = self.voices.profile(r)
         timings["voice"] = round((time.perf_counter() - t0) * 1e3, 3)
         f = r.fields
+        reading = None if r.source is not None else self._reading(r)
         t1 = time.perf_counter()
         try:
             if r.source is not None:
@@ -131,10 +140,10 @@ class Producer:
                 synth = engine.convert(r.source.pcm, voice, seed=f.seed, speed=f.speed)
                 audio, info = synth.audio, dict(synth.info)
             elif on_chunk is not None:
-                audio, info = self._stream(r, voice, on_chunk)
+                audio, info = self._stream(r, voice, on_chunk, reading)
             else:
                 synth = self.engine.synthesise(
-                    f.text, voice, style=f.style, seed=f.seed, speed=f.speed, mode=f.mode, reading=self._reading(r)
+                    f.text, voice, style=f.style, seed=f.seed, speed=f.speed, mode=f.mode, reading=reading
                 )
                 audio, info = synth.audio, dict(synth.info)
         except TTSError:
@@ -150,26 +159,27 @@ class Producer:
             self.metrics.engine_calls.inc()
         self.metrics.engine_latency.observe(engine_seconds)
         timings["engine"] = round(engine_seconds * 1e3, 3)
-        pcm = check_engine_audio(audio)
+        # Every engine's audio, before it is stored: finite, in range, not silent, and as
+        # long as its reading allows (lib.engines.plausible).
+        pcm = float_to_int16(check_result(audio, self.engine.sample_rate, reading, f.speed))
         meta = self.meta(r, engine_seconds=engine_seconds, info=info)
         return CachedAudio.from_pcm(r.key, pcm, self.engine.sample_rate, meta), timings
 
     def _reading(self, r: Resolved) -> Reading:
         return self.read(r.fields.text, voice=r.voice_name or None)
 
-    def _stream(self, r: Resolved, voice: Any, on_chunk: OnChunk) -> tuple[NDArray[Any], dict[str, Any]]:
+    def _stream(
+        self, r: Resolved, voice: Any, on_chunk: OnChunk, reading: Reading | None
+    ) -> tuple[NDArray[Any], dict[str, Any]]:
         """The engine's stream, passed on chunk by chunk; a chunk with invalid samples
         stops it before it is sent (the whole is checked again before it is stored)."""
         f = r.fields
         parts: list[NDArray[Any]] = []
-        reading = self._reading(r)
         chunks = self.engine.stream(
             f.text, voice, style=f.style, seed=f.seed, speed=f.speed, mode=f.mode, reading=reading
         )
         for chunk in chunks:
-            part = np.asarray(chunk, dtype=np.float32).reshape(-1)
-            if not np.all(np.isfinite(part)):
-                raise EngineError("the engine returned invalid samples (NaN or infinity); nothing was cached")
+            part = np.asarray(check_chunk(chunk), dtype=np.float32)
             parts.append(part)
             if part.size:
                 on_chunk(float_to_int16(part))

@@ -60,6 +60,8 @@ class VerifyReport(TypedDict):
 
     checked: int
     corrupt_removed: int
+    implausible_removed: int
+    """Entries whose audio cannot be their text (silent, far too short), removed."""
     repairs: list[str]
     available: bool
 

@@ -290,12 +290,16 @@ class Watchdog:
             probe = dict(self._probe) if self._probe is not None else None
             failures, last_error, in_flight = self._failures, self._last_error, len(self._calls)
         reason = None
+        problems: list[str] = list(getattr(self.engine, "health_problems", list)())
         if late:
             state, reason = "stuck", "engine stuck: " + self._stuck_message(min(late, key=lambda c: c.started))
         elif probe is not None and not probe["ok"] and not probe.get("superseded"):
             state, reason = "failing", f"engine failing: the probe synthesis {probe['result']}: {probe['error']}"
         elif failures >= _FAILING_AFTER:
             state, reason = "failing", f"engine failing: the last {failures} engine calls failed ({last_error})"
+        elif problems:
+            # Serving, but not as configured (e.g. the Kokoro base refused by its runtime check).
+            state, reason = "failing", "engine degraded: " + "; ".join(problems)
         else:
             state = "ok"
         return {

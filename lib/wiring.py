@@ -31,6 +31,7 @@ from lib.compose.templatebook import TemplateBook
 from lib.config import AppConfig
 from lib.dashboard import Dashboard
 from lib.engines import Engine, create_engine
+from lib.engines.plausible import implausible
 from lib.engines.watched import WatchedEngine
 from lib.files import ResultFiles
 from lib.metrics import Metrics
@@ -141,7 +142,10 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
     pin_budget = int(config.cache.size_limit * config.cache.pin_fraction) if cost_aware else None
     book = ApprovalBook(cache_dir / "takes", disks.audio, shared, pin_budget=pin_budget)
     takes = Takes(book, tiers, engine)
-    admin = Admin(tiers, profiles, decoder, disks.verify_side, approvals=book)
+    admin = Admin(
+        tiers, profiles, decoder, disks.verify_side, approvals=book,
+        plausible=lambda entry: implausible(entry.pcm, entry.sample_rate, entry.meta, readings.read),
+    )  # fmt: skip
     if shared is not None:  # evictions and clears on other replicas reach this one's local tiers
         shared.follow_evictions(admin.apply_remote, cache_dir / "shared-evictions.json")
     elif objects is not None:  # without Redis, evictions and clears travel through the object store

@@ -315,11 +315,13 @@ class AudioStore:
                 return removed
         return 0
 
-    def verify(self) -> VerifyReport:
+    def verify(self, plausible: Callable[[CachedAudio], str | None] | None = None) -> VerifyReport:
         """Check the database itself (SQLite ``quick_check``: a damaged one is moved
         aside and a fresh store opened), every entry's checksum and the store's own
-        consistency (orphan files, sizes); repair what is wrong. Returns what was done."""
-        checked = corrupt = 0
+        consistency (orphan files, sizes); repair what is wrong. With ``plausible``,
+        entries it finds a problem with (audio implausible for its text) are removed too.
+        Returns what was done."""
+        checked = corrupt = implausible = 0
         known = set(self._disk.repairs)
         self._disk.verify_database()
         found: list[str] = []
@@ -333,10 +335,17 @@ class AudioStore:
                         continue
                     checked += 1
                     try:
-                        unpack(blob, key)
+                        entry = unpack(blob, key)
                     except CorruptEntryError:
                         corrupt += 1
                         cache.delete(key)
+                        continue
+                    problem = plausible(entry) if plausible is not None else None
+                    if problem is not None:
+                        _LOGGER.warning("verify: removed entry %s: its audio is implausible (%s)", key, problem)
+                        implausible += 1
+                        if cache.delete(key):
+                            self._removed(key)
                 with warnings.catch_warnings():
                     # check() records its findings as warnings; make sure they are recorded
                     # and returned, never raised, whatever filters the process has.
@@ -345,7 +354,10 @@ class AudioStore:
                 self._resync(cache)
         # The database moved aside (by quick_check, or on damage met while checking).
         repairs = [message for message in self._disk.repairs if message not in known] + found
-        return {"checked": checked, "corrupt_removed": corrupt, "repairs": repairs, "available": available}
+        return {
+            "checked": checked, "corrupt_removed": corrupt, "implausible_removed": implausible,
+            "repairs": repairs, "available": available,
+        }  # fmt: skip
 
     def close(self) -> None:
         if self._keeper is not None:

@@ -293,9 +293,11 @@ def admin_sentence(action: str, done: Mapping[str, Any]) -> str:
         return "⚠ 缓存目录不可用，未能校验。The cache store is unavailable; nothing was checked."
     repairs = done.get("repairs") or []
     fixed = f"；修复 {len(repairs)} 处 ({len(repairs)} store repairs: {'; '.join(repairs[:3])})" if repairs else ""
+    bad = int(done.get("implausible_removed", 0))
     return (
-        f"✔ 已校验 {done['checked']} 条，删除损坏 {done['corrupt_removed']} 条{fixed}。"
-        f"Checked {_entries(done['checked'])}, removed {done['corrupt_removed']} corrupt."
+        f"✔ 已校验 {done['checked']} 条，删除损坏 {done['corrupt_removed']} 条、声音与文字不符 {bad} 条{fixed}。"
+        f"Checked {_entries(done['checked'])}, removed {done['corrupt_removed']} corrupt and {bad} whose audio "
+        "cannot be their text."
     )
 
 

@@ -48,6 +48,8 @@ from lib.engines.builtin.defuse import defuse
 from lib.engines.builtin.espeak import ESPEAK_SAMPLE_RATE, EspeakParams, EspeakSynth
 from lib.engines.builtin.espeak_reading import espeak_runs, espeak_sentences
 from lib.engines.builtin.kokoro import resolve_base
+from lib.engines.builtin.kokoro.canary import check_kernels, check_outputs
+from lib.engines.builtin.kokoro.model import thread_count
 from lib.engines.builtin.kokoro.phonemes import Sentence
 from lib.engines.builtin.kokoro.render import SAMPLE_RATE, KokoroBase
 from lib.engines.builtin.lang import has_cantonese, speakable, split_runs, split_sentences
@@ -57,7 +59,8 @@ from lib.engines.builtin.pool import FRAME_PERIOD_MS, FramePool, build_pool
 from lib.engines.builtin.presets import preset_names, preset_params
 from lib.engines.builtin.profile import FEMALE_THRESHOLD_HZ, analyse_prompt, check_speech
 from lib.engines.builtin.style import parse_style
-from lib.errors import EngineError, PromptAudioError, ValidationError
+from lib.engines.plausible import Bounds, InvalidAudioError, check_chunk, check_duration, units
+from lib.errors import EngineError, EngineUnavailableError, PromptAudioError, ValidationError
 from lib.text import read as default_read
 from lib.text.tokens import Reading
 
@@ -68,7 +71,7 @@ _LOGGER = logging.getLogger(__name__)
 #: Bump whenever the audio for the same request changes (espeak base).
 _ALGORITHM_VERSION = "builtin-4"
 #: The same for the Kokoro base.
-_KOKORO_ALGORITHM_VERSION = "builtin-kokoro-1"
+_KOKORO_ALGORITHM_VERSION = "builtin-kokoro-2"
 #: espeak variants that prompt voices are read in (female, male), chosen by the prompt's
 #: median pitch. A per-prompt search was measured on the tuning voices: the best variant
 #: differs by voice (megatts3_zh 0.666 with m2 vs 0.602 with m1; zh_female 0.755 with f1
@@ -86,6 +89,9 @@ _EDGE_SILENCE = int(0.04 * ESPEAK_SAMPLE_RATE)
 _SENTENCE_GAP = 0.3
 
 Reader = Callable[[str], Reading]
+#: Kernel-check failures already warned about (one warning per process per problem).
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
 
 
 class BuiltinEngine:
@@ -107,13 +113,20 @@ class BuiltinEngine:
         world = f"espeak-{self._espeak.version}+world-{_world.version()}"
         self.base, install = resolve_base(self._config.base, self._config.kokoro_voices)
         self._kokoro: KokoroBase | None = None
+        #: Why the Kokoro base is not used or refuses (``/healthz``); empty while it is fine.
+        self._problems: list[str] = []
+        self._checked = threading.Event()
+        self._check_lock = threading.Lock()
+        self._loader: threading.Thread | None = None
+        if install is not None:
+            problem = check_kernels(thread_count(self._config.threads))
+            if problem is not None:
+                self._fall_back(problem)
+                install = None
         if install is not None:
             self._kokoro = KokoroBase(install, self._espeak, threads=self._config.threads)
             version = f"{_KOKORO_ALGORITHM_VERSION}+{self._kokoro.version}+{world}"
             self.sample_rate = SAMPLE_RATE
-            # Load the model in the background: the app starts at once, and the first
-            # request finds it loaded (or waits for the rest of the load only).
-            threading.Thread(target=self._warm, name="kokoro-load", daemon=True).start()
         else:
             version = f"{_ALGORITHM_VERSION}+{world}"
             self.sample_rate = ESPEAK_SAMPLE_RATE
@@ -123,6 +136,27 @@ class BuiltinEngine:
         self._dsp_lock = threading.Lock()
         self._preset_pools: dict[str, FramePool] = {}
 
+    def _fall_back(self, problem: str) -> None:
+        """The kernel check failed: the espeak base serves, with one warning and the reason."""
+        self.base = "espeak"
+        reason = f"the Kokoro base is off, the espeak base serves: {problem}"
+        self._problems.append(reason)
+        with _warned_lock:
+            first = problem not in _warned
+            _warned.add(problem)
+        if first:
+            _LOGGER.warning("%s", reason)
+
+    def warm_in_background(self) -> None:
+        """Load and check the Kokoro model in a thread, so that the first request finds it
+        ready (the web app calls this at start; a preload that finds everything cached never
+        loads it). The thread is joined by :meth:`close` and at exit (not a daemon: an
+        interpreter that exits while onnxruntime builds its session aborts the process)."""
+        if self._kokoro is None or self._loader is not None:
+            return
+        self._loader = threading.Thread(target=self._warm, name="kokoro-load")
+        self._loader.start()
+
     def _warm(self) -> None:
         try:
             self.warm()
@@ -130,9 +164,34 @@ class BuiltinEngine:
             _LOGGER.warning("the Kokoro model did not load: %s", exc)
 
     def warm(self) -> None:
-        """Load and check the Kokoro model now (it loads in the background anyway)."""
-        if self._kokoro is not None:
+        """Load the Kokoro model and check what it says (:func:`.kokoro.canary.check_outputs`),
+        once; later calls return at once."""
+        if self._kokoro is None or self._checked.is_set():
+            return
+        with self._check_lock:
+            if self._checked.is_set():
+                return
             self._kokoro.load()
+            problem = check_outputs(self._kokoro, self._read)
+            if problem is not None:
+                reason = f"the Kokoro base failed its check at load and refuses requests: {problem}"
+                self._problems.append(reason)
+                _LOGGER.error("%s", reason)
+            self._checked.set()
+
+    def _check_kokoro(self) -> None:
+        """Before Kokoro speaks: the model loaded and checked; refuse if the check failed."""
+        self.warm()
+        for problem in self._problems:
+            if "refuses requests" in problem:
+                raise EngineUnavailableError(
+                    f"{problem}. Install the pinned onnxruntime (pip install -r requirements.txt) or set "
+                    "builtin.base: espeak (TTS_BUILTIN_BASE=espeak)"
+                )
+
+    def health_problems(self) -> list[str]:
+        """Why the engine does not serve as configured (``/healthz`` shows them); [] when it does."""
+        return list(self._problems)
 
     # --- voices ------------------------------------------------------------------------
 
@@ -185,6 +244,7 @@ class BuiltinEngine:
             if key in self._preset_pools:
                 return self._preset_pools[key]
         if key.startswith("kokoro:") and self._kokoro is not None:
+            self._check_kokoro()
             rate = self.sample_rate
             pieces = []
             for _, text in _CALIBRATION_TEXTS:
@@ -223,6 +283,8 @@ class BuiltinEngine:
         yield from chunks
 
     def close(self) -> None:
+        if self._loader is not None:
+            self._loader.join()
         self._espeak.close()
 
     def interrupt(self) -> bool:
@@ -262,9 +324,9 @@ class BuiltinEngine:
                     "source audio has no voiced speech to convert; upload a recording of a person speaking"
                 )
             y = transfer(up, rate, pool, Prosody(pitch_st=seed_pitch, duration_factor=1.0 / float(speed)), dio_speed=1)
-        out = shape_level(y, 1.0)
-        if not np.all(np.isfinite(out)) or out.size == 0:
-            raise EngineError("the builtin engine produced invalid samples")
+        out = check_chunk(shape_level(y, 1.0), "the converted recording")
+        if out.size == 0:
+            raise InvalidAudioError("empty", "the conversion gave no audio")
         base = str(voice.params.get("kokoro") or voice.params.get("base", ""))
         return Synthesis(out, {"base_voice": base, "source_seconds": round(x.size / PROMPT_SAMPLE_RATE, 3)})
 
@@ -307,20 +369,24 @@ class BuiltinEngine:
             # Mandarin and English: espeak-ng says the reading (pinyin as its phonemes),
             # not its own guess at the text.
             said = reading or self._read(text)
-            runs = [espeak_runs(s, said.version) for s in espeak_sentences(said)]
-            runs = [r for r in runs if r]
+            runs = [(espeak_runs(s, said.version), units(s)) for s in espeak_sentences(said)]
+            runs = [(r, n) for r, n in runs if r]
             if not runs:
                 raise ValidationError(
                     "text: has nothing the builtin engine can speak; it reads Chinese (Mandarin, Cantonese) "
                     "and English words and digits"
                 )
-            info["languages"] = sorted({lang for sentence in runs for lang, _, _ in sentence})
+            info["languages"] = sorted({lang for sentence, _ in runs for lang, _, _ in sentence})
             info["sentences"] = len(runs)
             return info, self._espeak_sentences(runs, plan)
         # Cantonese: espeak-ng's yue voice reads the characters (the front end reads Mandarin).
         sentences = split_sentences(text)
-        runs_per_sentence = [[(lang, chunk, False) for lang, chunk in split_runs(s, han)] for s in sentences]
-        info["languages"] = sorted({lang for runs in runs_per_sentence for lang, _, _ in runs})
+        # Cantonese characters: one syllable each, but the front end's reading is Mandarin's,
+        # so its length is not checked per sentence (the producer checks the whole).
+        runs_per_sentence = [
+            ([(lang, chunk, False) for lang, chunk in split_runs(s, han)], Bounds(0, 0)) for s in sentences
+        ]
+        info["languages"] = sorted({lang for runs, _ in runs_per_sentence for lang, _, _ in runs})
         info["sentences"] = len(runs_per_sentence)
         return info, self._espeak_sentences(runs_per_sentence, plan)
 
@@ -338,7 +404,7 @@ class BuiltinEngine:
             raise EngineError("the Kokoro base is not installed")
         sentences = kokoro.sentences(reading)
         if self._config.language == "en-us":
-            sentences = [Sentence(s.chunks, "en") for s in sentences]
+            sentences = [Sentence(s.chunks, "en", s.syllables) for s in sentences]
         kinds = {t.kind for t in reading.tokens}
         info["languages"] = sorted({"cmn" if k == "zh" else "en-us" for k in kinds if k != "pause"})
         voices = [plan.kokoro_voice(s.language) for s in sentences]
@@ -349,28 +415,26 @@ class BuiltinEngine:
     def _kokoro_audio(
         self, kokoro: KokoroBase, sentences: list[Sentence], voices: list[str], plan: Plan
     ) -> Iterator[NDArray[Any]]:
+        if not sentences:
+            raise InvalidAudioError("empty", "the reading gave the Kokoro base no sentence to say")
+        self._check_kokoro()
         gap = np.zeros(int(_SENTENCE_GAP * self.sample_rate), dtype=np.float32)
-        produced = False
         for i, (sentence, name) in enumerate(zip(sentences, voices, strict=True)):
             x, residual = kokoro.say(sentence, name, plan.rate)
-            if x.size == 0:
-                continue
             with self._dsp_lock:
                 x = plan.transform(x, self.sample_rate, residual)
-            out = shape_level(x, plan.effect.energy)
-            if not np.all(np.isfinite(out)):
-                raise EngineError("the builtin engine produced invalid samples")
-            produced = True
+            out = check_chunk(shape_level(x, plan.effect.energy), "a sentence")
+            # Every sentence as long as its syllables allow, before anyone hears it.
+            check_duration(out.size / self.sample_rate, sentence.syllables, plan.rate, f"sentence {i + 1}")
             yield np.concatenate([out, gap]) if i < len(sentences) - 1 else out
-        if not produced:
-            yield np.zeros(int(0.2 * self.sample_rate), dtype=np.float32)
 
     def _espeak_sentences(
-        self, runs_per_sentence: list[list[tuple[str, str, bool]]], plan: Plan
+        self, runs_per_sentence: list[tuple[list[tuple[str, str, bool]], Bounds]], plan: Plan
     ) -> Iterator[NDArray[Any]]:
-        """Each sentence's runs (language, input, whether it holds ``[[phonemes]]``)."""
+        """Each sentence's runs (language, input, whether it holds ``[[phonemes]]``) and
+        its syllables (checked against its length; zero: not known, not checked)."""
         produced = False
-        for runs in runs_per_sentence:
+        for n, (runs, syllables) in enumerate(runs_per_sentence):
             pieces = []
             for i, (lang, chunk, phonemes) in enumerate(runs):
                 # Phoneme input is built from checked reading units; text is defused.
@@ -384,17 +448,16 @@ class BuiltinEngine:
                 continue
             with self._dsp_lock:
                 x = plan.transform(x, ESPEAK_SAMPLE_RATE, plan.residual)
-            out = shape_level(x, plan.effect.energy)
-            if not np.all(np.isfinite(out)):
-                raise EngineError("the builtin engine produced invalid samples")
+            out = check_chunk(shape_level(x, plan.effect.energy), "a sentence")
+            check_duration(out.size / ESPEAK_SAMPLE_RATE, syllables, plan.rate, f"sentence {n + 1}")
             if self.sample_rate != ESPEAK_SAMPLE_RATE:
                 # Cantonese on the Kokoro base: espeak's audio at the engine's rate.
                 out = resample_poly(out, self.sample_rate // 150, ESPEAK_SAMPLE_RATE // 150).astype(np.float32)
             produced = True
             yield out
         if not produced:
-            # Text of punctuation only: a short silence rather than nothing.
-            yield np.zeros(int(0.2 * self.sample_rate), dtype=np.float32)
+            # Speakable text (checked in _render) that gave no audio: never a silence in its place.
+            raise InvalidAudioError("empty", "espeak-ng gave no audio for the text")
 
 
 def _trim(pcm: NDArray[Any], *, lead: bool, tail: bool) -> NDArray[Any]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from lib.engines.builtin.kokoro.english import from_espeak
 from lib.engines.builtin.kokoro.vocab import to_ids
+from lib.engines.plausible import NO_BOUNDS, Bounds, units
 from lib.text.tokens import Reading, Token
 
 __all__ = ["MAX_IDS", "Sentence", "phonemise", "sandhi", "syllable_ipa"]
@@ -54,6 +55,8 @@ class Sentence:
     """Phoneme strings, one model call each (most sentences have one)."""
     language: str
     """``zh`` or ``en``: the language of most of its words (picks the voice)."""
+    syllables: Bounds = NO_BOUNDS
+    """How many syllables its tokens are heard as (its plausible length, lib.engines.plausible)."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -232,5 +235,5 @@ def phonemise(reading: Reading, ipa: Ipa, *, limit: int = MAX_IDS) -> list[Sente
         at += len(group)
         chunks = _chunks(_words(sentence, list(mine)), limit)
         if chunks:
-            out.append(Sentence(tuple(chunks), _language(sentence, reading.language)))
+            out.append(Sentence(tuple(chunks), _language(sentence, reading.language), units(sentence)))
     return out

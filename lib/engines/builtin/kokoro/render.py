@@ -29,6 +29,7 @@ from lib.engines.builtin.kokoro.model import SAMPLE_RATE, shared_model
 from lib.engines.builtin.kokoro.phonemes import Sentence, phonemise
 from lib.engines.builtin.kokoro.vocab import to_ids
 from lib.engines.builtin.kokoro.voices import VoicePacks
+from lib.engines.plausible import InvalidAudioError, check_chunk
 from lib.text.tokens import Reading
 
 __all__ = ["BASE_VOICES", "LEAD", "SAMPLE_RATE", "SENTENCE_GAP", "TAIL", "KokoroBase", "shift_pitch", "trim_edges"]
@@ -48,24 +49,48 @@ BASE_VOICES = {
     ("en", "female"): "af_heart",
     ("en", "male"): "am_michael",
 }
-#: Frame RMS below this fraction of the loudest frame is the model's silence (-40 dB).
+#: Frame RMS below this fraction of the speech's level (the 90th percentile of frame RMS)
+#: is the model's silence (-40 dB). A percentile, not the loudest frame: one spike must
+#: not decide where the speech is (a broken runtime's 1e30 spike once kept only itself).
 _SILENCE = 0.01
+_LEVEL_PERCENTILE = 90.0
+#: Frames in a row above the threshold that mark the speech's first and last frame.
+_RUN = 3
 _FRAME = int(0.01 * SAMPLE_RATE)
 _MIN_SPEED, _MAX_SPEED = 0.5, 2.0
 
 
+def _edge(loud: NDArray[np.bool_]) -> int:
+    """Index of the first frame that starts :data:`_RUN` loud frames in a row, or -1."""
+    if loud.size < _RUN:
+        return 0 if loud.all() and loud.size else -1
+    runs = np.ones(loud.size - _RUN + 1, dtype=bool)
+    for i in range(_RUN):
+        runs &= loud[i : loud.size - _RUN + 1 + i]
+    found = np.flatnonzero(runs)
+    return int(found[0]) if found.size else -1
+
+
 def trim_edges(audio: NDArray[Any], rate: int = SAMPLE_RATE, lead: float = LEAD, tail: float = TAIL) -> NDArray[Any]:
-    """``audio`` without its edge silence, keeping ``lead`` / ``tail`` seconds of it."""
+    """``audio`` without its edge silence, keeping ``lead`` / ``tail`` seconds of it.
+    Speech starts at the first of :data:`_RUN` frames in a row louder than -40 dB under
+    the speech's level and ends at the last such run; audio with no such run is silence
+    (empty result)."""
     x = np.asarray(audio, dtype=np.float64)
     n = x.size // _FRAME
     if n == 0:
         return x
     rms = np.sqrt(np.mean(x[: n * _FRAME].reshape(n, _FRAME) ** 2, axis=1))
-    loud = np.flatnonzero(rms > rms.max() * _SILENCE)
-    if loud.size == 0:
+    level = float(np.percentile(rms, _LEVEL_PERCENTILE))
+    if level <= 0:
         return x[:0]
-    start = max(int(loud[0]) * _FRAME - int(lead * rate), 0)
-    end = min((int(loud[-1]) + 1) * _FRAME + int(tail * rate), x.size)
+    loud = rms > level * _SILENCE
+    first = _edge(loud)
+    if first < 0:
+        return x[:0]
+    last = n - 1 - _edge(loud[::-1])
+    start = max(first * _FRAME - int(lead * rate), 0)
+    end = min((last + 1) * _FRAME + int(tail * rate), x.size)
     return x[start:end]
 
 
@@ -91,6 +116,8 @@ def shift_pitch(x: NDArray[Any], rate: int, semitones: float, range_factor: floa
 
 class KokoroBase:
     """Kokoro-82M with the voices of one install; the model is shared by the process."""
+
+    sample_rate = SAMPLE_RATE
 
     def __init__(self, install: Install, espeak: EspeakSynth, *, threads: int = 0) -> None:
         self.model = shared_model(install.parts, threads)
@@ -118,10 +145,13 @@ class KokoroBase:
         for chunk in sentence.chunks:
             ids = to_ids(chunk)
             audio = self.model.run(ids, self.voices.style(voice, len(ids)), model_speed)
+            # Checked raw, before the trim could hide it (lib.engines.plausible).
+            check_chunk(audio, "the Kokoro model's output")
             trimmed = trim_edges(audio)
-            if trimmed.size:
-                if pieces:
-                    pieces.append(gap)
-                pieces.append(trimmed)
-        out = np.concatenate(pieces) if pieces else np.zeros(0)
-        return out, model_speed / speed
+            if not trimmed.size:
+                # A chunk of speakable phonemes came back silent: never dropped quietly.
+                raise InvalidAudioError("silent", f"the Kokoro model's output for {len(ids)} phonemes is silent")
+            if pieces:
+                pieces.append(gap)
+            pieces.append(trimmed)
+        return np.concatenate(pieces), model_speed / speed
