@@ -81,7 +81,7 @@ def probe(watchdog: Watchdog) -> dict[str, Any]:
                 engine.synthesise, text, voice, style="", seed=0, speed=1.0, mode="preset", reading=reading
             )
             synth = watchdog.run("probe", watchdog.config.deadline(chars=len(text)), call)
-            check_result(synth.audio, engine.sample_rate, reading, 1.0)
+            check_result(synth.audio, engine.sample_rate, reading, 1.0, paced=bool(getattr(engine, "paced", False)))
     except EngineTimeoutError as exc:
         result, error = "timed out", str(exc)
     except EngineUnavailableError as exc:

@@ -161,7 +161,8 @@ class Producer:
         timings["engine"] = round(engine_seconds * 1e3, 3)
         # Every engine's audio, before it is stored: finite, in range, not silent, and as
         # long as its reading allows (lib.engines.plausible).
-        pcm = float_to_int16(check_result(audio, self.engine.sample_rate, reading, f.speed))
+        paced = bool(getattr(self.engine, "paced", False))
+        pcm = float_to_int16(check_result(audio, self.engine.sample_rate, reading, f.speed, paced=paced))
         meta = self.meta(r, engine_seconds=engine_seconds, info=info)
         return CachedAudio.from_pcm(r.key, pcm, self.engine.sample_rate, meta), timings
 

@@ -31,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     except TTSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    warm = getattr(service.engine, "warm_in_background", None)
+    if callable(warm):  # the model loads and checks itself while the server starts
+        warm()
     try:
         serve(
             create_app(service),

@@ -94,8 +94,12 @@ NO_BOUNDS = Bounds(0, 0)
 
 
 def _word_syllables(word: str) -> tuple[int, int]:
+    """A word's fewest and most syllables. A word of one letter, or with no vowel letter
+    ("b", "hmm", "psst"), may be said as a bare sound: at least none."""
     groups = len(_VOWELS.findall(word.lower()))
-    return max(1, groups - 1), max(1, groups) + 1
+    if len(word) == 1 or groups == 0:
+        return 0, 3
+    return max(1, groups - 1), groups + 1
 
 
 def units(tokens: Iterable[Token]) -> Bounds:
@@ -168,9 +172,12 @@ def check_duration(seconds: float, syllables: Bounds, speed: float, what: str = 
         )
 
 
-def check_result(audio: NDArray[Any], rate: int, reading: Reading | None, speed: float) -> NDArray[Any]:
+def check_result(
+    audio: NDArray[Any], rate: int, reading: Reading | None, speed: float, *, paced: bool = True
+) -> NDArray[Any]:
     """The whole result before it is stored: chunk checks, not empty, not silent, and a
-    length its reading allows (every sentence at least its shortest). Returns it flat."""
+    length its reading allows (every sentence at least its shortest; and at most its
+    longest when the engine is ``paced``: its length follows its reading). Returns it flat."""
     arr = check_chunk(audio, "the result")
     if arr.size == 0:
         raise InvalidAudioError("empty", "no samples")
@@ -188,7 +195,7 @@ def check_result(audio: NDArray[Any], rate: int, reading: Reading | None, speed:
             raise InvalidAudioError(
                 "too_short", f"{len(sentences)} sentence(s) of {total.low} syllables lasted {seconds:.2f} s"
             )
-        if seconds > high:
+        if paced and seconds > high:
             raise InvalidAudioError(
                 "too_long", f"{len(sentences)} sentence(s) of {total.high} syllables lasted {seconds:.2f} s"
             )

@@ -131,6 +131,11 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
         (r"voice library cannot write now", "音色库暂时无法写入，未做任何更改，请稍后再试"),
         (r"give engine:model_version", "请从列表中选择要清除的模型版本"),
         (r"returned (empty audio|silence)", "引擎没有生成声音，未缓存任何内容，请重试或换一段文字"),
+        (r"produced invalid audio", "引擎生成的声音有误（无效、过短或无声），未缓存任何内容，请重试或换一段文字"),
+        (
+            r"failed its check at load",
+            "Kokoro 基础音色未通过加载时的自检，暂不可用；请安装固定版本的 onnxruntime 或改用 espeak 基础音色",
+        ),
     ]
 ]
 

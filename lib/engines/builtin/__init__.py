@@ -98,6 +98,8 @@ class BuiltinEngine:
     """A base voice + closed-form voice matching; implements :class:`lib.engines.base.Engine`."""
 
     name = "builtin"
+    #: Its audio's length follows the reading (lib.engines.plausible checks "too long" too).
+    paced = True
     modes = frozenset(MODES)
     style_modes = frozenset(MODES)
 

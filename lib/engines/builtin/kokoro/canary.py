@@ -7,7 +7,7 @@ spikes or garbled speech for about a quarter of ordinary sentences, differently 
 thread count. The pinned version is right, but a wheel swapped by hand, another build or
 a CPU nobody measured must not reach a listener. So:
 
-- :func:`check_kernels` (at engine construction, about 0.2 s, no model needed): one-node
+- :func:`check_kernels` (at engine construction, 0.4-0.7 s, no model needed): one-node
   ``ConvInteger`` and ``MatMulInteger`` graphs shaped like Kokoro's, with unsigned and
   signed weights, run at every time length 1-64 (every remainder mod 32, twice) at the
   engine's thread count and at one thread, compared with exact integer arithmetic
@@ -46,9 +46,9 @@ _LOGGER = logging.getLogger(__name__)
 #: Time lengths tried: every remainder mod 32, twice (the bug hit 17-31 and 49-63).
 LENGTHS = tuple(range(1, 65))
 #: (input channels, output channels, kernel, padding, dilation) of the ConvInteger checks.
-_CONVS = ((512, 64, 1, 0, 1), (128, 128, 3, 1, 1), (64, 64, 7, 9, 3))
+_CONVS = ((512, 64, 1, 0, 1), (128, 128, 3, 1, 1))
 #: (inner, outer) sizes of the MatMulInteger checks (the length is the row count).
-_MATMULS = ((512, 64), (256, 128))
+_MATMULS = ((512, 64),)
 #: What the loaded model must say right: language -> (Kokoro voice, texts).
 CANARY_TEXTS = {
     "zh": ("zf_xiaoxiao", ("谢谢。", "请不要把头和手伸出窗外。")),
@@ -130,39 +130,46 @@ def _run(session: Any, feeds: dict[str, Any]) -> Any:
     return session.run(None, feeds)[0]
 
 
-def _mismatches(threads: int, run: Runner) -> list[str]:
-    found: list[str] = []
+Case = tuple[str, bytes, list[tuple[dict[str, Any], NDArray[Any]]]]
+
+
+def _cases() -> list[Case]:
+    """Every check: its name, its one-node graph, and (inputs, exact output) per length."""
     rng = np.random.default_rng(7)
+    cases: list[Case] = []
     for cin, cout, k, pad, dil in _CONVS:
         for signed in (False, True):
             data, w, wz = _conv_model(cin, cout, k, pad, dil, signed)
-            session = _session(data, threads)
-            bad = []
+            runs = []
             for length in LENGTHS:
                 x = rng.integers(0, 256, size=(1, cin, length)).astype(np.uint8)
                 xz = int(rng.integers(0, 256))
-                got = np.asarray(run(session, {"x": x, "xz": np.array(xz, dtype=np.uint8)}))
-                want = _conv_reference(x, xz, w, wz, pad, dil)
-                if got.shape != want.shape or not np.array_equal(got.astype(np.float64), want):
-                    bad.append(length)
-            if bad:
-                kind = "s8" if signed else "u8"
-                found.append(f"ConvInteger {cin}->{cout} k{k} {kind} at lengths {_span(bad)}")
+                runs.append(({"x": x, "xz": np.array(xz, dtype=np.uint8)}, _conv_reference(x, xz, w, wz, pad, dil)))
+            cases.append((f"ConvInteger {cin}->{cout} k{k} {'s8' if signed else 'u8'}", data, runs))
     for inner, outer in _MATMULS:
         for signed in (False, True):
             data, w, wz = _matmul_model(inner, outer, signed)
-            session = _session(data, threads)
-            bad = []
+            runs = []
             for length in LENGTHS:
                 x = rng.integers(0, 256, size=(length, inner)).astype(np.uint8)
                 xz = int(rng.integers(0, 256))
-                got = np.asarray(run(session, {"x": x, "xz": np.array(xz, dtype=np.uint8)}))
                 want = (x.astype(np.float64) - xz) @ (w.astype(np.float64) - wz)
-                if got.shape != want.shape or not np.array_equal(got.astype(np.float64), want):
-                    bad.append(length)
-            if bad:
-                kind = "s8" if signed else "u8"
-                found.append(f"MatMulInteger {inner}x{outer} {kind} at lengths {_span(bad)}")
+                runs.append(({"x": x, "xz": np.array(xz, dtype=np.uint8)}, want))
+            cases.append((f"MatMulInteger {inner}x{outer} {'s8' if signed else 'u8'}", data, runs))
+    return cases
+
+
+def _mismatches(cases: list[Case], threads: int, run: Runner) -> list[str]:
+    found: list[str] = []
+    for name, data, runs in cases:
+        session = _session(data, threads)
+        bad = []
+        for length, (feeds, want) in zip(LENGTHS, runs, strict=True):
+            got = np.asarray(run(session, feeds))
+            if got.shape != want.shape or not np.array_equal(got.astype(np.float64), want):
+                bad.append(length)
+        if bad:
+            found.append(f"{name} at lengths {_span(bad)}")
     return found
 
 
@@ -183,8 +190,9 @@ def check_kernels(threads: int, *, run: Runner = _run) -> str | None:
             return _kernel_verdicts[threads]
         problems: list[str] = []
         try:
+            cases = _cases()
             for n in counts:
-                problems += [f"{p} ({n} thread{'s' if n > 1 else ''})" for p in _mismatches(n, run)]
+                problems += [f"{p} ({n} thread{'s' if n > 1 else ''})" for p in _mismatches(cases, n, run)]
         except Exception as exc:  # a runtime that cannot even run the check is not trusted
             problems.append(f"the check itself failed: {type(exc).__name__}: {exc}")
         verdict = None
