@@ -103,7 +103,7 @@ install_kokoro_voices() {
 }
 
 run_tests() {
-    install_requirements requirements-dev.txt requirements.txt
+    install_requirements requirements-dev.txt requirements.txt requirements-judge.txt
     install_kokoro_voices
     if [ -f tests/install_cosyvoice.sh ] && { [ -n "${CI:-}" ] || [ "${TTS_TEST_COSYVOICE:-}" = 1 ]; }; then
         install_cosyvoice

@@ -27,7 +27,7 @@ SLOW_FILES = frozenset({
     "test_faults_redis.py", "test_shared_replicas.py", "test_objects_replicas.py",
     "test_browser.py", "test_browser_playback.py", "test_run_sh.py", "test_cosyvoice_engine.py",
     "test_cosyvoice_upstream.py", "test_kokoro.py", "test_kokoro_phonemes.py", "test_builtin_clone.py",
-    "test_engine_fuzz.py",
+    "test_engine_fuzz.py", "test_intelligibility.py",
 })  # fmt: skip
 
 
