@@ -11,15 +11,20 @@ The conventions (issue 27, ``readings-dev.tsv``):
 - years digit by digit with 1 as 一; dates as 年月日; times as X点Y, minutes 10-19 as
   一十X (二十三点一十), whole hours as X点, 2 o'clock as 两点;
 - quantities, prices, decimals, percentages, fractions, temperatures and units as
-  values; 两 for a bare 2 before a measure word and for a leading 2 before 百/千/万/亿.
+  values; 两 for a bare 2 before a measure word and for a leading 2 before 百/千/万/亿;
+- ranges (3-5个, 5~10%, 9:00-17:00, 100-200元) with 到 between the two values; a
+  year and month (2025-12, 2025/12) as 年月;
+- values of any length: a whole part past 16 digits (beyond 万亿) digit by digit
+  (:data:`lib.text.numbers.ZH_MAX_DIGITS`).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable, Iterator
 
-from lib.text.numbers import zh_digits, zh_int, zh_number
+from lib.text.numbers import zh_cardinal, zh_digits, zh_int, zh_number
 from lib.text.syllables import read_rule_han
 from lib.text.tokens import Token
 
@@ -33,14 +38,15 @@ Piece = Token | tuple[int, int]
 _PATTERN = re.compile(
     r"(?P<date>(?<!\d)(?P<dy>\d{4})[-/.](?P<dm>\d{1,2})[-/.](?P<dd>\d{1,2})(?![\d.]))"
     r"|(?P<phone>(?<![\d-])\d{3,4}(?:-\d{3,8}){1,2}(?![\d-]))"
+    r"|(?P<ym>(?<![\d\-/.])(?P<ymy>(?:19|20)\d{2})[-/](?P<ymm>0?[1-9]|1[0-2])(?![\d\-/]|\.\d))"
     r"|(?P<time>(?<![\d:.])(?P<hh>[01]?\d|2[0-3]):(?P<mm>[0-5]\d)(?::(?P<ss>[0-5]\d))?(?![\d:]))"
     r"|(?P<temp>(?P<tsign>(?<![0-9A-Za-z.])-)?(?P<tnum>\d+(?:\.\d+)?) ?° ?(?P<tunit>[CF])?)"
     r"|(?P<pct>(?P<psign>(?<![0-9A-Za-z.])-)?(?P<pnum>\d+(?:\.\d+)?) ?(?P<pmark>[%‰]))"
     r"|(?P<money>(?P<cur>[¥$€£]) ?(?P<mnum>\d[\d,]*(?:\.\d+)?))"
-    r"|(?P<frac>(?<![\d/])(?P<fa>\d+)/(?P<fb>\d+)(?![\d/]))"
+    r"|(?P<frac>(?P<fsign>(?<![0-9A-Za-z.])-)?(?<![\d/⁄])(?P<fa>\d+)[/⁄](?P<fb>\d+)(?![\d/⁄]))"
     r"|(?P<code>(?<![A-Za-z])(?P<cl>[A-Z]{1,3})-?(?P<cd>\d+)(?![\d.]))"
     r"|(?P<unit>(?P<unum>\d+(?:\.\d+)?) ?(?P<uname>km/h|kg|km|cm|mm|ml|mL|m|g|L|t|h|min|s)(?![A-Za-z]))"
-    r"|(?P<num>(?P<nsign>(?<![0-9A-Za-z.])-)?(?P<nnum>\d+(?:,\d{3})*(?:\.\d+)?))"
+    r"|(?P<num>(?P<nsign>(?<![0-9A-Za-z.])-)?(?P<nnum>\d+(?:,\d{3}(?!\d))*(?:\.\d+)?|(?<![^\s(-])\.\d+))"
     r"|(?P<latin>[A-Za-z]+(?:'[A-Za-z]+)?)"
 )
 
@@ -80,20 +86,105 @@ _MEASURE = re.compile(
 _QUANTITY_AFTER = re.compile(r"^(?:[.,]\d|[个件张位名台辆本只条次天周年月日号岁人元块斤克吨米里秒点倍%])")
 
 
+#: Matches that read a value, which a range joins (3-5个, 9:00-17:00, 5~10%).
+_VALUES = frozenset({"time", "temp", "pct", "money", "unit", "num"})
+#: What stands between the two values of a range: the dash, after the first value's
+#: measure word or unit if it has one (5元-10元).
+_RANGE_GAP = re.compile(r"(?P<unit>[\u4e00-\u9fff]{1,3})?(?P<dash> ?[-~〜–] ?)")
+#: A range's second value right after the first one (its context is what follows it).
+_RANGE_TAIL = re.compile(r" ?[-~〜–] ?\d+(?:,\d{3})*(?:\.\d+)?")
+#: A range's first value right before the second one (its context is what precedes it).
+RANGE_HEAD = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)? ?[-~〜–] ?$")
+
+
 def normalise_zh(text: str, start: int = 0, end: int | None = None) -> list[Piece]:
     """``text[start:end]`` as pieces: rule tokens and spans of plain text, in order.
     Rules see the whole ``text`` as context."""
     end = len(text) if end is None else end
     out: list[Piece] = []
     pos = start
-    for m in _PATTERN.finditer(text, start, end):
-        if m.start() > pos:
+    previous: re.Match[str] | None = None
+    for m in range_matches(_PATTERN, text, start, end, _VALUES, _is_measure):
+        dash = range_dash(text, previous, m, _VALUES, _is_measure) if previous is not None else None
+        if dash is not None:
+            if dash[0] > pos:
+                out.append((pos, dash[0]))  # the first value's measure word, for the reader
+            out.append(_rule(text[dash[0] : dash[1]], "到"))
+        elif m.start() > pos:
             out.append((pos, m.start()))
         out.extend(_read_match(text, m))
         pos = m.end()
+        previous = m
     if pos < end:
         out.append((pos, end))
     return out
+
+
+def range_matches(
+    pattern: re.Pattern[str],
+    text: str,
+    start: int,
+    end: int,
+    values: frozenset[str],
+    is_unit: Callable[[str], bool] | None = None,
+) -> Iterator[re.Match[str]]:
+    """``pattern``'s matches in ``text[start:end]``, as :meth:`re.Pattern.finditer`, except
+    that a value right after a value (5%-10%), or after a value and its measure word
+    (``is_unit``: 5元-10元), does not take the dash between them as its sign: the match
+    starts after the dash, which :func:`range_dash` then reads as the range's."""
+    pos = start
+    previous: re.Match[str] | None = None
+    while pos < end:
+        m = pattern.search(text, pos, end)
+        if m is None:
+            return
+        if (
+            previous is not None
+            and previous.lastgroup in values
+            and m.lastgroup in values
+            and m.group(0).startswith("-")
+        ):
+            between = text[previous.end() : m.start()]
+            if not between or (is_unit is not None and is_unit(between)):
+                unsigned = pattern.match(text, m.start() + 1, end)
+                if unsigned is not None and unsigned.lastgroup in values:
+                    m = unsigned
+        yield m
+        pos = m.end()
+        previous = m
+
+
+def range_dash(
+    text: str,
+    left: re.Match[str],
+    right: re.Match[str],
+    values: frozenset[str],
+    is_unit: Callable[[str], bool] | None = None,
+) -> tuple[int, int] | None:
+    """Where the dash is if ``left`` and ``right``, two matches that read values, are the
+    ends of a range, else None: one dash or tilde between them (after ``left``'s measure
+    word where ``is_unit`` says it is one: 5元-10元), and no third value chained on either
+    side (1-2-3 is not a range)."""
+    if left.lastgroup not in values or right.lastgroup not in values:
+        return None
+    gap = _RANGE_GAP.fullmatch(text, left.end(), right.start())
+    if gap is None:
+        return None
+    unit = gap.group("unit")
+    if unit is not None and (is_unit is None or not is_unit(unit)):
+        return None
+    chained = _RANGE_GAP.match(text, right.end())
+    if chained is not None and chained.group("unit") is None and text[chained.end() : chained.end() + 1].isdecimal():
+        return None
+    if re.search(r"\d ?[-~〜–] ?$", text[max(0, left.start() - 3) : left.start()]):
+        return None
+    return gap.span("dash")
+
+
+def _is_measure(word: str) -> bool:
+    """A measure word or unit, and nothing else (元, 个, 公斤)."""
+    m = _MEASURE.match(word)
+    return m is not None and m.end() == len(word)
 
 
 def _rule(text: str, spoken: str, *, pinned: bool = False) -> Token:
@@ -122,7 +213,9 @@ def _read_match(text: str, m: re.Match[str]) -> list[Token]:
             return [_rule(whole, spoken)]
         return [_rule(whole, zh_digits(whole, yao=True))]
     if m.group("phone") is not None:
-        return [_rule(whole, zh_digits(whole, yao=True))]
+        return [_rule(whole, _phone_or_range(text, m))]
+    if m.group("ym") is not None:
+        return [_rule(whole, zh_digits(m.group("ymy")) + "年" + zh_int(int(m.group("ymm"))) + "月")]
     if m.group("time") is not None:
         return [_rule(whole, _time(int(m.group("hh")), int(m.group("mm")), m.group("ss")))]
     if m.group("temp") is not None:
@@ -135,10 +228,11 @@ def _read_match(text: str, m: re.Match[str]) -> list[Token]:
         value = _money_value(m.group("mnum").replace(",", ""))
         return [_rule(whole, zh_number(value, liang=True) + _CURRENCY[m.group("cur")])]
     if m.group("frac") is not None:
-        a, b = int(m.group("fa")), int(m.group("fb"))
-        if b == 0:
-            return [_rule(whole, zh_int(a) + "比" + zh_int(b))]
-        return [_rule(whole, zh_int(b) + "分之" + zh_int(a))]
+        a, b = zh_cardinal(m.group("fa")), zh_cardinal(m.group("fb"))
+        sign = "负" if m.group("fsign") else ""
+        if b == "零":
+            return [_rule(whole, sign + a + "比" + b)]
+        return [_rule(whole, sign + b + "分之" + a)]
     if m.group("code") is not None:
         return [letters_token(m.group("cl")), _rule(m.group("cd"), zh_digits(m.group("cd"), yao=True))]
     if m.group("unit") is not None:
@@ -159,6 +253,19 @@ def _time(hour: int, minute: int, second: str | None) -> str:
     return out
 
 
+def _phone_or_range(text: str, m: re.Match[str]) -> str:
+    """A dashed number digit by digit (400-820-8820), unless it is two values and a
+    measure word, a unit or 年 follows: a range (100-200元, 2025-2026年)."""
+    whole = m.group(0)
+    after = text[m.end() : m.end() + 6]
+    low, _, high = whole.partition("-")
+    if "-" in high or low.startswith("0") or not (_MEASURE.match(after) or after.startswith(("%", "万", "亿"))):
+        return zh_digits(whole, yao=True)
+    if after.startswith("年"):
+        return zh_digits(low) + "到" + zh_digits(high)
+    return zh_cardinal(low, liang=True) + "到" + zh_cardinal(high, liang=True)
+
+
 def _money_value(value: str) -> str:
     """Trailing zeros of a price are not said: 128.50 元 is 一百二十八点五元."""
     if "." in value:
@@ -171,8 +278,12 @@ def _number(text: str, m: re.Match[str]) -> Token:
     whole = m.group(0)
     raw = m.group("nnum").replace(",", "")
     sign = bool(m.group("nsign"))
-    before = text[max(0, m.start() - 8) : m.start()]
-    after = text[m.end() : m.end() + 6]
+    # The values of a range (2-3个) are read in the context of the whole range.
+    head = RANGE_HEAD.search(text, max(0, m.start() - 24), m.start())
+    first = head.start() if head else m.start()
+    before = text[max(0, first - 8) : first]
+    tail = _RANGE_TAIL.match(text, m.end())
+    after = text[(tail.end() if tail else m.end()) :][:6]
     if "." in raw:
         if after.startswith(("元", "块")):
             raw = _money_value(raw)

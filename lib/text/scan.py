@@ -32,7 +32,8 @@ _LOGGER = logging.getLogger(__name__)
 #: Bump when the front end's code changes what it reads for some text (rules,
 #: polyphone rules, token boundaries). Shipped data files and the reading packages'
 #: versions are hashed into :func:`frontend_version` on their own.
-REVISION = 2  # 2: Latin letters with diacritics read as their base letters (café), not dropped
+REVISION = 3  # 3: numbers of any length (digit by digit past 16 digits), ranges, fractions (issue 31)
+#  2: Latin letters with diacritics read as their base letters (café), not dropped
 
 _DATA = Path(__file__).with_name("data")
 
