@@ -59,7 +59,7 @@ from lib.engines.builtin.pool import FRAME_PERIOD_MS, FramePool, build_pool
 from lib.engines.builtin.presets import preset_names, preset_params
 from lib.engines.builtin.profile import FEMALE_THRESHOLD_HZ, analyse_prompt, check_speech
 from lib.engines.builtin.style import parse_style
-from lib.engines.plausible import Bounds, InvalidAudioError, check_chunk, check_duration, units
+from lib.engines.plausible import NO_BOUNDS, Bounds, InvalidAudioError, check_chunk, check_duration, units
 from lib.errors import EngineError, EngineUnavailableError, PromptAudioError, ValidationError
 from lib.text import read as default_read
 from lib.text.tokens import Reading
@@ -117,6 +117,8 @@ class BuiltinEngine:
         self._kokoro: KokoroBase | None = None
         #: Why the Kokoro base is not used or refuses (``/healthz``); empty while it is fine.
         self._problems: list[str] = []
+        #: Set when the model failed its check at load: why the base refuses its requests.
+        self._refusal: str | None = None
         self._checked = threading.Event()
         self._check_lock = threading.Lock()
         self._loader: threading.Thread | None = None
@@ -176,20 +178,19 @@ class BuiltinEngine:
             self._kokoro.load()
             problem = check_outputs(self._kokoro, self._read)
             if problem is not None:
-                reason = f"the Kokoro base failed its check at load and refuses requests: {problem}"
-                self._problems.append(reason)
-                _LOGGER.error("%s", reason)
+                self._refusal = f"the Kokoro base failed its check at load and refuses requests: {problem}"
+                self._problems.append(self._refusal)
+                _LOGGER.error("%s", self._refusal)
             self._checked.set()
 
     def _check_kokoro(self) -> None:
         """Before Kokoro speaks: the model loaded and checked; refuse if the check failed."""
         self.warm()
-        for problem in self._problems:
-            if "refuses requests" in problem:
-                raise EngineUnavailableError(
-                    f"{problem}. Install the pinned onnxruntime (pip install -r requirements.txt) or set "
-                    "builtin.base: espeak (TTS_BUILTIN_BASE=espeak)"
-                )
+        if self._refusal is not None:
+            raise EngineUnavailableError(
+                f"{self._refusal}. Install the pinned onnxruntime (pip install -r requirements.txt) or set "
+                "builtin.base: espeak (TTS_BUILTIN_BASE=espeak)"
+            )
 
     def health_problems(self) -> list[str]:
         """Why the engine does not serve as configured (``/healthz`` shows them); [] when it does."""
@@ -383,10 +384,10 @@ class BuiltinEngine:
             return info, self._espeak_sentences(runs, plan)
         # Cantonese: espeak-ng's yue voice reads the characters (the front end reads Mandarin).
         sentences = split_sentences(text)
-        # Cantonese characters: one syllable each, but the front end's reading is Mandarin's,
-        # so its length is not checked per sentence (the producer checks the whole).
+        # Not checked per sentence here (these sentences are the text's, not the reading's);
+        # the producer checks the whole against the reading (one syllable a character in both).
         runs_per_sentence = [
-            ([(lang, chunk, False) for lang, chunk in split_runs(s, han)], Bounds(0, 0)) for s in sentences
+            ([(lang, chunk, False) for lang, chunk in split_runs(s, han)], NO_BOUNDS) for s in sentences
         ]
         info["languages"] = sorted({lang for runs, _ in runs_per_sentence for lang, _, _ in runs})
         info["sentences"] = len(runs_per_sentence)
