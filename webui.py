@@ -68,10 +68,9 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
     h = Handlers(service, phrases_path)
     private_gradio_dir(service.files)  # before any Blocks or component reads GRADIO_TEMP_DIR
     demo = gr.Blocks(title="语音克隆合成 Voice cloning TTS", analytics_enabled=False)
+    engine = engine_title(service.engine.name, str(getattr(service.engine, "base", "")))
     with demo:
-        gr.Markdown(
-            f"# 语音克隆合成 Voice cloning TTS\n引擎 Engine：{engine_title(service.engine.name)}", elem_id="page-header"
-        )
+        gr.Markdown(f"# 语音克隆合成 Voice cloning TTS\n引擎 Engine：{engine}", elem_id="page-header")
         with gr.Tabs():
             with gr.Tab("合成 Synthesise", id="synth"):
                 mode, voice = _synthesise_tab(h)

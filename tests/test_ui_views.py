@@ -459,3 +459,12 @@ def test_examples_keep_to_the_named_presets_when_the_base_has_more_voices() -> N
     assert [r[1] for r in rows] == ["zh-female", "zh-male", "en-female", "en-male", "yue-female"]
     rows, _ = examples(presets, {"preset"})
     assert not any(r[1].startswith("kokoro-") for r in rows)
+
+
+def test_the_header_names_the_base_voice_that_speaks() -> None:
+    """The header said espeak-ng while Kokoro spoke (issue 34 item 8)."""
+    from lib.ui.views import engine_title
+
+    assert engine_title("builtin", "kokoro") == "内置引擎 Built-in engine (Kokoro-82M + voice matching, offline)"
+    assert "espeak-ng" in engine_title("builtin", "espeak") and "Kokoro" not in engine_title("builtin", "espeak")
+    assert engine_title("cosyvoice", "") == "CosyVoice"

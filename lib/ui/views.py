@@ -49,15 +49,19 @@ HistoryItem = dict[str, str]
 
 
 _ENGINES = {
-    "builtin": "内置引擎 Built-in engine (espeak-ng + voice matching, offline)",
+    "builtin": "内置引擎 Built-in engine ({base} + voice matching, offline)",
     "cosyvoice": "CosyVoice",
     "tone": "测试音引擎 Test tone engine",
 }
+#: The built-in engine's base voices as the header names them (``BuiltinEngine.base``).
+_BASES = {"kokoro": "Kokoro-82M", "espeak": "espeak-ng"}
 
 
-def engine_title(name: str) -> str:
-    """The engine as the page header names it (not its raw tag)."""
-    return _ENGINES.get(name, name)
+def engine_title(name: str, base: str = "espeak") -> str:
+    """The engine as the page header names it (not its raw tag); for the built-in engine,
+    the base voice that speaks (``base``: Kokoro-82M, or espeak-ng when Kokoro is not
+    installed or its runtime check failed)."""
+    return _ENGINES.get(name, name).replace("{base}", _BASES.get(base, base))
 
 
 def shown_cache(result: SynthesisResult) -> str:
