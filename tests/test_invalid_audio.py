@@ -48,6 +48,7 @@ from lib.request import TTSRequest
 from lib.service import TTSService
 from lib.text import read
 from tests.api_server import LiveServer
+from tests.test_kokoro import _engine as kokoro_engine
 
 SENTENCE = "请不要把头和手伸出窗外。"  # 11 syllables: about 2.3 s said
 
@@ -222,19 +223,9 @@ def test_verify_removes_entries_whose_audio_cannot_be_their_text(tmp_path: Path)
 # --- the Kokoro base: its raw output and the load-time check -----------------------------
 
 
-def _kokoro(**config: Any) -> BuiltinEngine:
-    engine = BuiltinEngine(BuiltinConfig(base="kokoro", **config))
-    if engine.base != "kokoro":
-        engine.close()
-        if os.environ.get("CI"):
-            pytest.fail("CI runs the Kokoro tests: install the Kokoro base (./run.sh test installs it)")
-        pytest.skip("the Kokoro base is not installed (./run.sh installs it)")
-    return engine
-
-
 @pytest.fixture(scope="module")
 def kokoro() -> Iterator[BuiltinEngine]:
-    engine = _kokoro()
+    engine = kokoro_engine()
     engine.warm()
     assert engine.health_problems() == []
     yield engine
@@ -330,7 +321,7 @@ def test_a_model_that_fails_its_check_at_load_refuses(tmp_path: Path, monkeypatc
     """The load-time check speaks the canary texts; NaN from the model: the base refuses
     (503, nothing cached) and /healthz says why."""
     monkeypatch.setattr(KokoroModel, "run", _faulty("nan"))
-    engine = _kokoro(threads=1)
+    engine = kokoro_engine(threads=1)
     svc = TTSService(_config(tmp_path, engine="builtin"), engine)
     try:
         with pytest.raises(EngineUnavailableError, match="failed its check at load"):

@@ -43,6 +43,7 @@ __all__ = [
     "check_duration",
     "check_result",
     "implausible",
+    "reading_syllables",
     "sentence_tokens",
     "units",
 ]
@@ -157,19 +158,32 @@ def check_chunk(audio: NDArray[Any], what: str = "a chunk") -> NDArray[Any]:
     return arr
 
 
-def check_duration(seconds: float, syllables: Bounds, speed: float, what: str = "a sentence") -> None:
-    """Raise unless ``seconds`` is a plausible length for ``syllables`` at ``speed``."""
+def check_duration(
+    seconds: float, syllables: Bounds, speed: float, what: str = "a sentence", *, sentences: int = 1,
+    paced: bool = True,
+) -> None:  # fmt: skip
+    """Raise unless ``seconds`` is a plausible length for ``syllables`` at ``speed`` in
+    ``sentences`` sentences (no upper bound unless ``paced``: its length follows its reading)."""
     if syllables.high <= 0:
         return
-    low, high = bounds(syllables, speed)
+    low, high = bounds(syllables, speed, sentences)
     if seconds < low:
         raise InvalidAudioError(
             "too_short", f"{what} of {syllables.low} syllables lasted {seconds:.2f} s, under {low:.2f} s"
         )
-    if seconds > high:
+    if paced and seconds > high:
         raise InvalidAudioError(
             "too_long", f"{what} of {syllables.high} syllables lasted {seconds:.2f} s, over {high:.2f} s"
         )
+
+
+def reading_syllables(reading: Reading) -> tuple[Bounds, int]:
+    """The syllable bounds of a whole reading and its number of sentences."""
+    sentences = sentence_tokens(reading)
+    total = NO_BOUNDS
+    for sentence in sentences:
+        total = total + units(sentence)
+    return total, len(sentences)
 
 
 def check_result(
@@ -185,20 +199,8 @@ def check_result(
     if float(np.max(np.abs(arr))) / scale < SILENT_PEAK:
         raise InvalidAudioError("silent", "only silence")
     if reading is not None:
-        sentences = sentence_tokens(reading)
-        total = Bounds(0, 0)
-        for sentence in sentences:
-            total = total + units(sentence)
-        low, high = bounds(total, speed, len(sentences))
-        seconds = arr.size / rate
-        if seconds < low:
-            raise InvalidAudioError(
-                "too_short", f"{len(sentences)} sentence(s) of {total.low} syllables lasted {seconds:.2f} s"
-            )
-        if paced and seconds > high:
-            raise InvalidAudioError(
-                "too_long", f"{len(sentences)} sentence(s) of {total.high} syllables lasted {seconds:.2f} s"
-            )
+        total, count = reading_syllables(reading)
+        check_duration(arr.size / rate, total, speed, f"{count} sentence(s)", sentences=count, paced=paced)
     return arr
 
 
@@ -217,12 +219,8 @@ def implausible(
             return None
         speed = meta.get("speed")
         speed = float(speed) if isinstance(speed, (int, float)) and 0 < speed <= 10 else 1.0
-        reading = read(text)
-        sentences = sentence_tokens(reading)
-        total = NO_BOUNDS
-        for sentence in sentences:
-            total = total + units(sentence)
-        check_duration(pcm.size / rate, Bounds(total.low, 10**9), speed, "the entry")
+        total, count = reading_syllables(read(text))
+        check_duration(pcm.size / rate, total, speed, "the entry", sentences=count, paced=False)
     except InvalidAudioError as exc:
         return exc.reason
     return None

@@ -59,44 +59,35 @@ _kernel_verdicts: dict[int, str | None] = {}
 _kernel_lock = threading.Lock()
 
 
-def _conv_model(cin: int, cout: int, k: int, pad: int, dil: int, signed: bool) -> tuple[bytes, NDArray[Any], int]:
+def _one_node(
+    op: str, x_shape: list[int | None], shape: tuple[int, ...], signed: bool, seed: int, **attrs: Any
+) -> tuple[bytes, NDArray[Any], int]:
+    """A graph of one ``op`` (x, w, x's zero point, w's zero point -> y), its 8-bit weights
+    (random, fixed by ``seed``) and their zero point."""
     from onnx import TensorProto, helper, numpy_helper
 
-    rng = np.random.default_rng(cin * 1000 + k)
+    rng = np.random.default_rng(seed)
     wtype = np.int8 if signed else np.uint8
-    w = rng.integers(-100 if signed else 30, 100 if signed else 220, size=(cout, cin, k)).astype(wtype)
+    w = rng.integers(-100 if signed else 30, 100 if signed else 220, size=shape).astype(wtype)
     wz = np.array(3 if signed else 120, dtype=wtype)
-    node = helper.make_node(
-        "ConvInteger", ["x", "w", "xz", "wz"], ["y"], kernel_shape=[k], pads=[pad, pad], dilations=[dil]
-    )
     graph = helper.make_graph(
-        [node], "canary",
-        [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, cin, None]),
+        [helper.make_node(op, ["x", "w", "xz", "wz"], ["y"], **attrs)], "canary",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, x_shape),
          helper.make_tensor_value_info("xz", TensorProto.UINT8, [])],
         [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
         [numpy_helper.from_array(w, "w"), numpy_helper.from_array(wz, "wz")],
     )  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     return model.SerializeToString(), w, int(wz)
+
+
+def _conv_model(cin: int, cout: int, k: int, pad: int, dil: int, signed: bool) -> tuple[bytes, NDArray[Any], int]:
+    return _one_node("ConvInteger", [1, cin, None], (cout, cin, k), signed, cin * 1000 + k,
+                     kernel_shape=[k], pads=[pad, pad], dilations=[dil])  # fmt: skip
 
 
 def _matmul_model(inner: int, outer: int, signed: bool) -> tuple[bytes, NDArray[Any], int]:
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(inner + outer)
-    wtype = np.int8 if signed else np.uint8
-    w = rng.integers(-100 if signed else 30, 100 if signed else 220, size=(inner, outer)).astype(wtype)
-    wz = np.array(-2 if signed else 128, dtype=wtype)
-    node = helper.make_node("MatMulInteger", ["x", "w", "xz", "wz"], ["y"])
-    graph = helper.make_graph(
-        [node], "canary",
-        [helper.make_tensor_value_info("x", TensorProto.UINT8, [None, inner]),
-         helper.make_tensor_value_info("xz", TensorProto.UINT8, [])],
-        [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
-        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(wz, "wz")],
-    )  # fmt: skip
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    return model.SerializeToString(), w, int(wz)
+    return _one_node("MatMulInteger", [None, inner], (inner, outer), signed, inner + outer)
 
 
 def _conv_reference(x: NDArray[Any], xz: int, w: NDArray[Any], wz: int, pad: int, dil: int) -> NDArray[Any]:
