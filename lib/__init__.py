@@ -18,18 +18,18 @@ __all__ = [
 if TYPE_CHECKING:
     from lib.config import AppConfig, load_config
     from lib.errors import TTSError
-    from lib.request import TTSRequest
-    from lib.results import SynthesisResult
-    from lib.service import TTSService, synthesise_with_cache
+    from lib.pipeline.results import SynthesisResult
+    from lib.pipeline.service import TTSService, synthesise_with_cache
+    from lib.request.types import TTSRequest
 
 _WHERE = {
     "AppConfig": "lib.config",
     "load_config": "lib.config",
     "TTSError": "lib.errors",
-    "TTSRequest": "lib.request",
-    "SynthesisResult": "lib.results",
-    "TTSService": "lib.service",
-    "synthesise_with_cache": "lib.service",
+    "TTSRequest": "lib.request.types",
+    "SynthesisResult": "lib.pipeline.results",
+    "TTSService": "lib.pipeline.service",
+    "synthesise_with_cache": "lib.pipeline.service",
 }
 
 

@@ -76,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, _rest = parser.parse_known_args(argv[1:])
     try:
         config = config_from_args(args)
-        from lib.readingsconfig import load_lexicon
+        from lib.config.readings import load_lexicon
 
         load_lexicon(config.readings)  # a bad lexicon file stops run.sh here, naming its line
     except TTSError as exc:

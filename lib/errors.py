@@ -11,7 +11,7 @@ from __future__ import annotations
 import traceback
 from pathlib import Path
 
-from lib.textnorm import cut_text
+from lib.core.logtext import cut_text
 
 __all__ = [
     "ConfigError",

@@ -61,7 +61,7 @@ def tone_service(tmp_path: Path, *, admin_token: Any = None, **overrides: Any) -
     config keys, dotted; ``admin_token``: the admin token, None for none)."""
     from lib.config import load_config
     from lib.engines.tone import ToneEngine
-    from lib.service import TTSService
+    from lib.pipeline.service import TTSService
 
     values = {
         "engine": "tone", "cache.dir": str(tmp_path / "cache"), "voices.prewarm": False,
@@ -69,6 +69,19 @@ def tone_service(tmp_path: Path, *, admin_token: Any = None, **overrides: Any) -
         **overrides,
     }  # fmt: skip
     return TTSService(load_config(env={}, overrides=values), ToneEngine(), admin_token=admin_token)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _the_working_directorys_lexicon_is_left_alone() -> Iterator[None]:
+    """``readings.lexicon`` defaults to ``lexicon.json`` in the working directory (the
+    repository, under pytest): a test that edits the lexicon of a service built without its
+    own path would leave entries there that every later service reads (a fuzzed "g" read as
+    "infinity" once failed a template test). Each worker checks the file is as it found it."""
+    path = REPO / "lexicon.json"
+    before = path.read_bytes() if path.is_file() else None
+    yield
+    after = path.read_bytes() if path.is_file() else None
+    assert after == before, "a test wrote the working directory's lexicon.json: give its service readings.lexicon"
 
 
 @pytest.fixture(scope="session")

@@ -90,9 +90,9 @@ class S3Server:
         return self
 
     def create_bucket(self) -> None:
+        from lib.config.objects import parse_objects_url
         from lib.objects.client import ObjectClient
         from lib.objects.sigv4 import Credentials
-        from lib.objects.url import parse_objects_url
 
         client = ObjectClient(parse_objects_url(self.url()), Credentials(ACCESS_KEY, SECRET_KEY))
         try:

@@ -1,6 +1,6 @@
 """One app replica for the multi-process shared-tier tests (and bench/bench_shared.py).
 
-Builds a :class:`lib.service.TTSService` with the ``tone`` engine (optionally slow),
+Builds a :class:`lib.pipeline.service.TTSService` with the ``tone`` engine (optionally slow),
 its own local cache directory and a shared Redis, and serves a tiny JSON protocol
 over loopback HTTP (threaded, so concurrent requests overlap in the service):
 
@@ -31,12 +31,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lib.access import LOCAL
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.errors import TTSError
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
 
 
 def build_service(cache_dir: str, shared_url: str | None, delay: float) -> TTSService:

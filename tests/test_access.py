@@ -1,4 +1,4 @@
-"""Who may do what (lib/access.py), tried as a new user would with ``TTS_ADMIN_TOKEN`` set:
+"""Who may do what (lib/request/access.py), tried as a new user would with ``TTS_ADMIN_TOKEN`` set:
 over the real HTTP API and through the real web UI (gradio_client), both served on a
 loopback port by the real app; tone engine, cache under ``tmp_path``."""
 
@@ -18,12 +18,12 @@ from conftest import serving
 from gradio_client import Client, handle_file
 
 import webui
-from lib.access import LOCAL, AccessPolicy, Action, Caller, allows, check
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.errors import ConflictError, ForbiddenError, UnauthorizedError
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL, AccessPolicy, Action, Caller, allows, check
+from lib.request.types import TTSRequest
 
 TOKEN = "access-test-token"
 

@@ -18,7 +18,7 @@ from lib.api import create_app
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.errors import EngineUnavailableError
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
 from tests.api_server import LiveServer
 
 TOKEN = "s3cret-test-token"

@@ -19,7 +19,7 @@ from schemathesis.checks import not_a_server_error
 from lib.api import create_app
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
 from tests.api_server import LiveServer
 
 TOKEN = "fuzz-token"
@@ -31,7 +31,10 @@ TOKEN = "fuzz-token"
 )
 def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     cache = Path(tmp_path_factory.mktemp("fuzz")) / "cache"
-    overrides = {"engine": request.param, "cache.dir": str(cache), "voices.prewarm": False, "builtin.base": "espeak"}
+    overrides = {
+        "engine": request.param, "cache.dir": str(cache), "voices.prewarm": False, "builtin.base": "espeak",
+        "readings.lexicon": str(cache.parent / "lexicon.json"),  # fuzzed edits: never the working directory's
+    }  # fmt: skip
     config = load_config(env={}, overrides=overrides)
     engine = ToneEngine(seconds_per_char=0.01) if request.param == "tone" else None
     service = TTSService(config, engine, admin_token=TOKEN)

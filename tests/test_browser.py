@@ -22,12 +22,12 @@ import pytest
 from conftest import REPO, serving
 
 import webui
-from lib.access import LOCAL
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.errors import EngineError
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Locator, Page
@@ -396,9 +396,9 @@ def test_every_example_plays_in_one_click_and_is_a_hit_after_the_shipped_preload
     preload (./run.sh runs it before the UI starts) each click is a hit."""
     from playwright.sync_api import expect
 
+    from lib.batch.preload import preload
     from lib.compose.templates import load_templates
-    from lib.phrases import expand, load_phrases
-    from lib.preload import preload
+    from lib.request.phrases import expand, load_phrases
 
     service = app[1]
     shipped = REPO / "hot_phrases.json"

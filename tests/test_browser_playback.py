@@ -27,7 +27,7 @@ from test_browser import ARGS, CHROMIUM, VIEWPORTS, _port
 import webui
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page

@@ -59,8 +59,9 @@ def test_engine_is_a_converter(engine: BuiltinEngine) -> None:
     assert isinstance(engine, VoiceConverter)
 
 
-def test_pitch_moves_to_the_target_voice(engine: BuiltinEngine, voices: dict[str, VoiceProfile],
-                                         male_source: np.ndarray) -> None:
+def test_pitch_moves_to_the_target_voice(
+    engine: BuiltinEngine, voices: dict[str, VoiceProfile], male_source: np.ndarray
+) -> None:
     rate = engine.sample_rate
     source_hz = median_f0(male_source.astype(np.float64) / 32768.0, PROMPT_SAMPLE_RATE)
     target_hz = float(voices["female"].params["f0_median_hz"])
@@ -72,8 +73,9 @@ def test_pitch_moves_to_the_target_voice(engine: BuiltinEngine, voices: dict[str
     assert out.audio.dtype == np.float32 and float(np.max(np.abs(out.audio))) <= 1.0
 
 
-def test_duration_follows_speed(engine: BuiltinEngine, voices: dict[str, VoiceProfile],
-                                male_source: np.ndarray) -> None:
+def test_duration_follows_speed(
+    engine: BuiltinEngine, voices: dict[str, VoiceProfile], male_source: np.ndarray
+) -> None:
     rate = engine.sample_rate
     for speed in (0.5, 1.0, 2.0):
         audio = engine.convert(male_source, voices["female"], seed=0, speed=speed).audio
@@ -94,8 +96,9 @@ def test_convert_into_a_preset_voice(engine: BuiltinEngine, male_source: np.ndar
     assert outputs["zh-female"] > outputs["zh-male"] * 1.3
 
 
-def test_seed_and_voice_change_the_output(engine: BuiltinEngine, voices: dict[str, VoiceProfile],
-                                          male_source: np.ndarray) -> None:
+def test_seed_and_voice_change_the_output(
+    engine: BuiltinEngine, voices: dict[str, VoiceProfile], male_source: np.ndarray
+) -> None:
     base = engine.convert(male_source, voices["female"], seed=1, speed=1.0).audio
     assert digest(base) == digest(engine.convert(male_source, voices["female"], seed=1, speed=1.0).audio)
     assert digest(base) != digest(engine.convert(male_source, voices["female"], seed=2, speed=1.0).audio)
@@ -116,8 +119,9 @@ print(hashlib.sha256(engine.convert(source, voice, seed=5, speed=1.25).audio.tob
 """
 
 
-def test_bit_identical_across_processes(engine: BuiltinEngine, paths: dict[str, Path],
-                                        voices: dict[str, VoiceProfile], male_source: np.ndarray) -> None:
+def test_bit_identical_across_processes(
+    engine: BuiltinEngine, paths: dict[str, Path], voices: dict[str, VoiceProfile], male_source: np.ndarray
+) -> None:
     code = _CHILD.format(repo=str(REPO), target=str(paths["female"]), source=str(paths["male"]),
                          samples=male_source.size)  # fmt: skip
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
@@ -137,8 +141,9 @@ def test_unusable_sources_are_refused(engine: BuiltinEngine, voices: dict[str, V
         engine.convert(np.ones(1000, dtype=np.int16), voice, seed=0, speed=1.0)
 
 
-def test_bad_arguments_are_client_errors(engine: BuiltinEngine, voices: dict[str, VoiceProfile],
-                                         male_source: np.ndarray) -> None:
+def test_bad_arguments_are_client_errors(
+    engine: BuiltinEngine, voices: dict[str, VoiceProfile], male_source: np.ndarray
+) -> None:
     with pytest.raises(ValidationError, match="int16"):
         engine.convert(male_source.astype(np.float32), voices["female"], seed=0, speed=1.0)
     with pytest.raises(ValidationError, match="speed"):

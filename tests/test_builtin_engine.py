@@ -118,8 +118,9 @@ def test_unknown_preset_raises(engine: BuiltinEngine) -> None:
         ("zh-female", "请到3号窗口办理 VIP 业务", 11),
     ],
 )
-def test_every_language_speaks_with_plausible_duration(engine: BuiltinEngine, preset: str, text: str,
-                                                       units: int) -> None:
+def test_every_language_speaks_with_plausible_duration(
+    engine: BuiltinEngine, preset: str, text: str, units: int
+) -> None:
     result = engine.synthesise(text, engine.preset_voice(preset), style="", seed=0, speed=1.0, mode="preset")
     audio = result.audio
     assert audio.dtype == np.float32 and audio.ndim == 1
@@ -129,8 +130,9 @@ def test_every_language_speaks_with_plausible_duration(engine: BuiltinEngine, pr
 
 
 def test_mixed_text_uses_both_languages(engine: BuiltinEngine) -> None:
-    result = engine.synthesise("请到3号窗口办理 VIP 业务", engine.preset_voice("zh-female"), style="", seed=0,
-                               speed=1.0, mode="preset")
+    result = engine.synthesise(
+        "请到3号窗口办理 VIP 业务", engine.preset_voice("zh-female"), style="", seed=0, speed=1.0, mode="preset"
+    )
     assert result.info["languages"] == ["cmn", "en-us"]
 
 
@@ -172,8 +174,9 @@ def test_profile_round_trips_compactly(engine: BuiltinEngine, male: VoiceProfile
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("voice_name", ["prompt", "preset"])
-def test_style_words_change_prosody(engine: BuiltinEngine, female: VoiceProfile, style: str, measure: str,
-                                    direction: int, voice_name: str) -> None:
+def test_style_words_change_prosody(
+    engine: BuiltinEngine, female: VoiceProfile, style: str, measure: str, direction: int, voice_name: str
+) -> None:
     voice = female if voice_name == "prompt" else engine.preset_voice("zh-male")
     base = say(engine, SENTENCE_ZH, voice)
     styled = say(engine, SENTENCE_ZH, voice, style=style)
@@ -323,8 +326,9 @@ def test_noise_prompt_rejected(engine: BuiltinEngine) -> None:
 def test_forced_language() -> None:
     engine = BuiltinEngine(BuiltinConfig(language="yue", base="espeak"))
     try:
-        result = engine.synthesise("你好 world", engine.preset_voice("zh-female"), style="", seed=0, speed=1.0,
-                                   mode="preset")
+        result = engine.synthesise(
+            "你好 world", engine.preset_voice("zh-female"), style="", seed=0, speed=1.0, mode="preset"
+        )
         assert result.info["languages"] == ["en-us", "yue"]
         assert "lang-yue" in engine.model_version
     finally:

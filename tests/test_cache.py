@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from lib.access import LOCAL
 from lib.cache.entry import CachedAudio
 from lib.cache.store import directory_bytes
 from lib.config import AppConfig, load_config
 from lib.engines.tone import ToneEngine
 from lib.errors import EngineError, NotAudioError, NotFoundError, PromptAudioError, ValidationError
-from lib.request import TTSRequest
-from lib.service import TTSService, synthesise_with_cache
+from lib.pipeline.service import TTSService, synthesise_with_cache
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
 
 TESTDATA = Path(
     os.environ.get("TTS_TESTDATA_DIR") or Path(__file__).resolve().parents[1].parent / "shared" / "testdata" / "voices"
@@ -249,9 +249,7 @@ def test_size_limit_holds_after_writing_three_times_the_limit(tmp_path: Path) ->
             n += 1
             assert svc.cache.store.stats()["bytes"] <= limit + biggest
         audio_dir = tmp_path / "c" / "audio"
-        value_files = directory_bytes(audio_dir) - sum(
-            p.stat().st_size for p in audio_dir.glob("cache.db*")
-        )
+        value_files = directory_bytes(audio_dir) - sum(p.stat().st_size for p in audio_dir.glob("cache.db*"))
         assert value_files <= limit + biggest
         assert svc.cache.store.stats()["entries"] < n  # something was evicted
         assert speak(svc, f"p{n - 1:03d}").cache == "HIT"  # the newest survived
@@ -460,7 +458,7 @@ sys.path.insert(0, sys.argv[1])
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.cache.entry import CachedAudio
-from lib.service import TTSService, synthesise_with_cache
+from lib.pipeline.service import TTSService, synthesise_with_cache
 engine = ToneEngine(delay=0.5)
 overrides = {"engine": "tone", "cache.dir": sys.argv[2], "voices.prewarm": False}
 svc = TTSService(load_config(env={}, overrides=overrides), engine)
@@ -488,7 +486,9 @@ def test_4_processes_one_engine_call(tmp_path: Path) -> None:
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", _WORKER, root, str(tmp_path / "shared"), str(start_at)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for _ in range(4)
     ]

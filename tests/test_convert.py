@@ -15,13 +15,13 @@ import pytest
 import soundfile as sf
 from api_server import LiveServer
 
-from lib.access import LOCAL
 from lib.api import create_app
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.errors import PromptAudioError, ValidationError
-from lib.request import ConvertRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import ConvertRequest
 
 
 @pytest.fixture

@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lib.access import LOCAL
 from lib.config import CosyVoiceConfig, load_config
 from lib.engines.base import VoiceProfile
 from lib.engines.cosyvoice import modeldir
 from lib.engines.cosyvoice.modeldir import fingerprint, inspect_model_dir
 from lib.errors import EngineError, EngineUnavailableError, NotFoundError, PromptAudioError, ValidationError
+from lib.request.access import LOCAL
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -473,7 +473,7 @@ class _Borrowed:
 
 
 def _service(engine: Any, tmp: Path) -> Any:
-    from lib.service import TTSService
+    from lib.pipeline.service import TTSService
 
     config = load_config(overrides={"cache.dir": str(tmp / "cache"), "engine": "cosyvoice", "voices.prewarm": False})
     return TTSService(config, engine=_Borrowed(engine))
@@ -489,7 +489,7 @@ _CASES = [
 @needs_stack
 @pytest.mark.parametrize(("mode", "extra"), _CASES)
 def test_miss_then_hit_with_identical_audio(engine: Any, tmp_path: Path, mode: str, extra: dict[str, Any]) -> None:
-    from lib.service import synthesise_with_cache
+    from lib.pipeline.service import synthesise_with_cache
 
     svc = _service(engine, tmp_path)
     fields: dict[str, Any] = {"mode": mode, "seed": 11, **extra}
@@ -508,7 +508,7 @@ def test_miss_then_hit_with_identical_audio(engine: Any, tmp_path: Path, mode: s
 
 @needs_stack
 def test_instruct_through_the_service(instruct_engine: Any, tmp_path: Path) -> None:
-    from lib.service import synthesise_with_cache
+    from lib.pipeline.service import synthesise_with_cache
 
     svc = _service(instruct_engine, tmp_path)
     fields = {"voice": "preset-b", "style": "whispering", "mode": "instruct", "seed": 2}
@@ -521,7 +521,7 @@ def test_instruct_through_the_service(instruct_engine: Any, tmp_path: Path) -> N
 
 @needs_stack
 def test_many_requests_in_one_voice_run_the_frontend_once(tiny_model: Path, tmp_path: Path) -> None:
-    from lib.service import synthesise_with_cache
+    from lib.pipeline.service import synthesise_with_cache
 
     eng = make_engine(tiny_model, tmp_path)
     svc = _service(eng, tmp_path)
@@ -548,7 +548,7 @@ def test_changed_model_file_changes_every_key(tiny_model: Path, tmp_path: Path) 
     copy = tmp_path / "CosyVoice-300M-tiny"
     shutil.copytree(tiny_model, copy)
     request: dict[str, Any] = {"text": "Same request, new model.", "voice": "preset-a", "seed": 1}
-    from lib.request import TTSRequest
+    from lib.request.types import TTSRequest
 
     old_engine = make_engine(copy, tmp_path)
     old = _service(old_engine, tmp_path / "a")
@@ -570,7 +570,7 @@ def test_changed_model_file_changes_every_key(tiny_model: Path, tmp_path: Path) 
 
 @needs_stack
 def test_missing_model_dir_through_the_service_never_touches_the_network(tmp_path: Path) -> None:
-    from lib.service import TTSService
+    from lib.pipeline.service import TTSService
 
     config = load_config(overrides={"cache.dir": str(tmp_path / "c"), "engine": "cosyvoice",
                                     "cosyvoice.model_dir": str(tmp_path / "absent")})  # fmt: skip
@@ -586,7 +586,7 @@ warnings.simplefilter("ignore")
 sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
 from test_cosyvoice_engine import speech_like
 from lib.config import load_config
-from lib.service import TTSService, synthesise_with_cache
+from lib.pipeline.service import TTSService, synthesise_with_cache
 config = load_config(overrides={{"cache.dir": {cache!r}, "engine": "cosyvoice", "voices.prewarm": False,
                                 "cosyvoice.model_dir": {model!r}, "cosyvoice.device": "cpu",
                                 "cosyvoice.fingerprint_file": {fp!r}}})
@@ -605,7 +605,7 @@ print(json.dumps(out))
 
 @needs_stack
 def test_same_request_gives_identical_audio_in_two_processes(engine: Any, tiny_model: Path, tmp_path: Path) -> None:
-    from lib.service import synthesise_with_cache
+    from lib.pipeline.service import synthesise_with_cache
 
     script = _CHILD.format(
         root=str(ROOT),
@@ -699,7 +699,7 @@ def test_warm_upgrade_preloads_a_new_model_dir_beside_the_serving_one(tiny_model
         "phrases": [{"text": "Counter three is open.", "voice": "a"}, {"text": "Thank you.", "voice": "a"}],
     }), encoding="utf-8")  # fmt: skip
     cache = tmp_path / "cache"
-    from lib.service import TTSService
+    from lib.pipeline.service import TTSService
 
     config = load_config(env={}, overrides={
         "cache.dir": str(cache), "engine": "cosyvoice", "cosyvoice.model_dir": str(tiny_model),

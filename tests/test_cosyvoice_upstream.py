@@ -29,12 +29,12 @@ import numpy as np
 import pytest
 from cosyvoice_code import ROOT, stack_missing, upstream_dir, upstream_missing, use_upstream
 
-from lib.access import LOCAL
-from lib.audio import float_to_int16
+from lib.audio.pcm import float_to_int16
 from lib.config import CosyVoiceConfig, load_config
 from lib.engines.base import VoiceConverter, VoiceProfile
 from lib.errors import PromptAudioError
-from lib.request import TTSRequest
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::FutureWarning"),
@@ -130,7 +130,7 @@ class _Borrowed:
 
 
 def _service(engine: Any, tmp: Path, model_version: str | None = None) -> Any:
-    from lib.service import TTSService
+    from lib.pipeline.service import TTSService
 
     config = load_config(overrides={
         "cache.dir": str(tmp / "cache"), "engine": "cosyvoice", "voices.prewarm": False,
@@ -212,7 +212,7 @@ def test_family_is_detected_and_loaded_by_automodel(engines: dict[str, Any], fam
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("mode", MODES)
 def test_miss_then_hit_with_identical_audio(engines: dict[str, Any], tmp_path: Path, family: str, mode: str) -> None:
-    from lib.service import synthesise_with_cache
+    from lib.pipeline.service import synthesise_with_cache
 
     engine = engines[family]
     svc = _service(engine, tmp_path)
@@ -230,7 +230,7 @@ def test_miss_then_hit_with_identical_audio(engines: dict[str, Any], tmp_path: P
 def test_prompt_frontend_runs_once_per_voice_and_features_persist(
     engines: dict[str, Any], tmp_path: Path, family: str
 ) -> None:
-    from lib.service import synthesise_with_cache
+    from lib.pipeline.service import synthesise_with_cache
 
     engine = engines[family]
     frontend = engine.cosyvoice.frontend
@@ -375,7 +375,7 @@ LONG = "This sentence is long enough for several streamed chunks of speech."
 @needs_upstream
 @pytest.mark.parametrize("family", FAMILIES)
 def test_native_stream_joins_to_the_cached_audio(engines: dict[str, Any], tmp_path: Path, family: str) -> None:
-    from lib.service import synthesise_with_cache
+    from lib.pipeline.service import synthesise_with_cache
 
     engine = engines[family]
     svc = _service(engine, tmp_path)
@@ -409,7 +409,7 @@ def test_the_service_streams_natively_when_results_are_not_levelled(
     # With no loudness target and no tail, a one-sentence answer is the engine's audio
     # untouched: the service passes on upstream's own chunks as they come and caches
     # their concatenation.
-    from lib.service import TTSService
+    from lib.pipeline.service import TTSService
 
     engine = engines[family]
     overrides = {"cache.dir": str(tmp_path / "cache"), "engine": "cosyvoice", "voices.prewarm": False}
@@ -548,7 +548,7 @@ def test_convert_respeaks_the_source_in_the_voice(
 def test_every_version_part_changes_the_cache_key(engines: dict[str, Any], tmp_path: Path) -> None:
     from lib.engines.cosyvoice.modeldir import inspect_model_dir
     from lib.engines.cosyvoice.version import model_version
-    from lib.request import TTSRequest
+    from lib.request.types import TTSRequest
 
     engine = engines["v3"]
     parts = engine.version_parts
@@ -632,7 +632,7 @@ warnings.simplefilter("ignore")
 sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
 from test_cosyvoice_upstream import _fields, prompt
 from lib.config import load_config
-from lib.service import TTSService, synthesise_with_cache
+from lib.pipeline.service import TTSService, synthesise_with_cache
 out = {{"root_level": None}}
 for family, model in {models!r}.items():
     config = load_config(overrides={{"cache.dir": {cache!r} + family, "engine": "cosyvoice", "voices.prewarm": False,
@@ -655,7 +655,7 @@ print(json.dumps(out))
 def test_same_requests_give_identical_audio_in_two_processes(
     upstream_models: dict[str, Path], engines: dict[str, Any], tmp_path: Path
 ) -> None:
-    from lib.service import synthesise_with_cache
+    from lib.pipeline.service import synthesise_with_cache
 
     script = _CHILD.format(
         root=str(ROOT),
@@ -715,8 +715,8 @@ def test_v3_says_a_lexicon_reading_as_its_pinyin_tokens(
     """A lexicon entry reaches CosyVoice3 as its own pinyin tokens (the text its frontend
     normalises and tokenises is recorded on the real frontend); CosyVoice2 gets the
     characters (it has no such tokens)."""
-    from lib.access import LOCAL
-    from lib.request import TTSRequest
+    from lib.request.access import LOCAL
+    from lib.request.types import TTSRequest
 
     seen: dict[str, list[str]] = {}
     for family in ("v3", "v2"):

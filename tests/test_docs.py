@@ -112,7 +112,7 @@ def exists_in_lib(name: str) -> bool:
     if "/" in name:
         return (REPO / name).exists()
     # lib.a.b.Attr: the longest prefix that is a module or package must exist, and the
-    # first part after lib must be one (lib.sizes is not; lib.access.Caller is).
+    # first part after lib must be one (lib.sizes is not; lib.request.access.Caller is).
     parts = name.split(".")
     for end in range(len(parts), 1, -1):
         rel = Path(*parts[:end])
@@ -178,12 +178,12 @@ def test_module_names_are_matched_whole() -> None:
     assert is_named(store, "see lib.cache.store.AudioStore")
     assert not is_named(store, "`lib/cache/stores.py` and lib.cache.stores")
     assert not exists_in_lib("lib.sizes") and not exists_in_lib("lib/sizes.py")
-    assert exists_in_lib("lib.access.Caller") and exists_in_lib("lib/engines/builtin/")
+    assert exists_in_lib("lib.request.access.Caller") and exists_in_lib("lib/engines/builtin/")
 
 
 def test_readme_configuration_table_lists_every_section_and_key() -> None:
     """README's configuration table names every section of config.yaml and every key of
-    each (a key added to lib/config.py and not to the table fails here)."""
+    each (a key added to lib/config/app.py and not to the table fails here)."""
     import dataclasses
 
     from lib.config import AppConfig

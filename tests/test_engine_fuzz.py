@@ -30,14 +30,14 @@ from hypothesis import strategies as st
 
 from lib.api import create_app
 from lib.config import BuiltinConfig, load_config
+from lib.config.watchdog import WatchdogConfig
+from lib.core.metrics import Metrics
 from lib.engines.builtin import BuiltinEngine
 from lib.engines.builtin.lang import speakable
+from lib.engines.watchdog import Watchdog
 from lib.engines.watched import WatchedEngine
 from lib.errors import EngineError, TTSError, ValidationError
-from lib.metrics import Metrics
-from lib.service import TTSService
-from lib.watchdog import Watchdog
-from lib.watchdogconfig import WatchdogConfig
+from lib.pipeline.service import TTSService
 from tests.api_server import LiveServer
 
 DATA = Path(__file__).parent / "data" / "espeak_hostile.json"

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lib.access import LOCAL
 from lib.config import load_config
 from lib.engines.cosyvoice.reading import cosyvoice_text, inline_pinyin
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
 from lib.text import read
 from lib.text.tokens import Reading, Token
 from tests.cosyvoice_code import upstream_dir

@@ -10,17 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lib.access import LOCAL
+from lib.batch.preload import preload
 from lib.cache import policy as policy_module
 from lib.cache.entry import CachedAudio, pack
 from lib.cache.policy import CostAwarePolicy
 from lib.cache.store import AudioStore
 from lib.config import CacheConfig, load_config
 from lib.engines.tone import ToneEngine
-from lib.phrases import PhraseRequest
-from lib.preload import preload
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.phrases import PhraseRequest
+from lib.request.types import TTSRequest
 
 LIMIT = 1024 * 1024
 
@@ -72,9 +72,7 @@ def test_frequent_entries_survive_and_the_size_limit_holds_on_disk(tmp_path: Pat
         assert store.contains(key), "a frequently requested entry was evicted by one-off ones"
     assert store.stats()["bytes"] <= LIMIT
     audio = tmp_path / "audio"
-    on_disk = sum(
-        f.stat().st_size for f in audio.rglob("*") if f.is_file() and not f.name.endswith(("-wal", "-shm"))
-    )
+    on_disk = sum(f.stat().st_size for f in audio.rglob("*") if f.is_file() and not f.name.endswith(("-wal", "-shm")))
     assert on_disk <= LIMIT + len(_blob(_key(1), 1.0, 0.1))
     store.close()
 

@@ -17,15 +17,15 @@ import httpx
 import pytest
 from conftest import tone_service
 
-from lib.access import LOCAL
 from lib.api import create_app
 from lib.api.fastpath import MAX_FORM_BYTES, TTSForm
-from lib.audio import FORMATS
+from lib.audio.pcm import FORMATS
 from lib.errors import ValidationError
-from lib.request import TTSRequest
-from lib.resolve import Resolver
-from lib.service import TTSService
-from lib.validate import MAX_SEED, MAX_SPEED, MAX_TTL, MIN_SPEED
+from lib.pipeline.resolve import Resolver
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
+from lib.request.validate import MAX_SEED, MAX_SPEED, MAX_TTL, MIN_SPEED
 from tests.api_server import LiveServer
 from tests.test_cache import tone_prompt
 

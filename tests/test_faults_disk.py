@@ -25,12 +25,12 @@ import httpx
 import pytest
 
 import lib.cache.handle
-from lib.access import LOCAL
 from lib.api import create_app
 from lib.cache.diskutil import free_bytes
 from lib.cache.store import directory_bytes
 from lib.engines.tone import ToneEngine
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
 from tests.api_server import LiveServer
 from tests.server_process import ServerProcess
 from tests.test_api import wav_file

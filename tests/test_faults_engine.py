@@ -4,7 +4,7 @@
   long chain of spelled letters) is reported at once and the worker replaced; a worker
   that goes silent is killed with its whole process group at the call's deadline; a call
   blocked on it can be interrupted from another thread.
-- The engine watchdog (lib.watchdog) around every engine call, with a deliberately stuck
+- The engine watchdog (lib.engines.watchdog) around every engine call, with a deliberately stuck
   engine that cannot be interrupted (as CosyVoice inside torch): the request fails with
   504 and nothing is cached, the key's lease is released, the timeout is counted and
   logged, ``/healthz`` says the engine is stuck and new calls are refused with 503 until
@@ -42,16 +42,16 @@ import soundfile as sf
 from lib.api import create_app
 from lib.cache.leases import DiskLeases, Renewer
 from lib.config import load_config
+from lib.config.watchdog import WatchdogConfig
+from lib.core.metrics import Metrics
 from lib.engines.builtin import espeak
 from lib.engines.builtin.espeak import EspeakParams, EspeakSynth
 from lib.engines.tone import ToneEngine
+from lib.engines.watchdog import Watchdog
 from lib.engines.watched import WatchedEngine
 from lib.errors import EngineError, EngineTimeoutError, EngineUnavailableError
-from lib.metrics import Metrics
-from lib.request import ConvertRequest, TTSRequest
-from lib.service import TTSService
-from lib.watchdog import Watchdog
-from lib.watchdogconfig import WatchdogConfig
+from lib.pipeline.service import TTSService
+from lib.request.types import ConvertRequest, TTSRequest
 from tests.api_server import LiveServer
 from tests.test_cache import tone_prompt
 
@@ -263,7 +263,7 @@ def test_a_stuck_call_fails_504_is_reported_and_refused_until_it_returns(
     try:
         with LiveServer(create_app(svc)) as live, httpx.Client(base_url=live.url, timeout=60) as http:
             key = svc.resolve(TTSRequest(text="stuck for good", voice="tone-low")).key
-            with caplog.at_level(logging.ERROR, logger="lib.watchdog"):
+            with caplog.at_level(logging.ERROR, logger="lib.engines.watchdog"):
                 r = http.post("/api/tts", data={"text": "stuck for good", "voice": "tone-low"})
             assert r.status_code == 504 and "deadline" in r.json()["error"]
             assert "passed its 1.0 s deadline" in caplog.text
@@ -337,7 +337,7 @@ def test_stuck_prompt_analysis_and_conversion_fail_504_through_the_service(tmp_p
 
 
 def test_a_stuck_streamed_answer_ends_with_the_timeout_and_caches_nothing(tmp_path: Path, stuck: StuckTone) -> None:
-    # No finishing: the engine's own stream is the answer (lib.produce streams it).
+    # No finishing: the engine's own stream is the answer (lib.compose.produce streams it).
     svc = TTSService(_config(tmp_path, {"TTS_SEGMENTS_LOUDNESS": "null"}, **{"segments.tail": 0}), stuck)
     try:
         answer = svc.stream(TTSRequest(text="stuck stream", voice="tone-low"))
@@ -431,9 +431,9 @@ _LAUNCHER = """
 import sys, threading
 sys.path.insert(0, {repo!r})
 sys.path.insert(0, {tests!r})
-import lib.wiring
+import lib.pipeline.wiring
 from test_faults_engine import StuckTone
-lib.wiring.create_engine = lambda config: StuckTone()  # every call on "stuck..." blocks for good
+lib.pipeline.wiring.create_engine = lambda config: StuckTone()  # every call on "stuck..." blocks for good
 from {module} import main
 sys.exit(main({argv!r}))
 """

@@ -23,7 +23,7 @@ from lib.api import create_app
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.errors import ValidationError
-from lib.service import TTSService, synthesise_with_cache
+from lib.pipeline.service import TTSService, synthesise_with_cache
 from tests.api_server import LiveServer
 from tests.server_process import ServerProcess
 
@@ -218,10 +218,13 @@ def test_tts_form_with_any_bytes_is_never_a_server_error(live: LiveServer, field
     # Forms carry bytes (a surrogate arrives as b"\\xed\\xa0\\x80"): decoded, replaced or refused, never a 5xx.
     value = raw + b"\xed\xa0\x80"
     parts = {"voice": b"tone-low", "text": b"hello", field: value}
-    body = b"".join(
-        b'--B\r\nContent-Disposition: form-data; name="' + name.encode() + b'"\r\n\r\n' + data + b"\r\n"
-        for name, data in parts.items()
-    ) + b"--B--\r\n"
+    body = (
+        b"".join(
+            b'--B\r\nContent-Disposition: form-data; name="' + name.encode() + b'"\r\n\r\n' + data + b"\r\n"
+            for name, data in parts.items()
+        )
+        + b"--B--\r\n"
+    )
     r = httpx.post(
         live.url + "/api/tts", content=body, headers={"content-type": "multipart/form-data; boundary=B"}, timeout=30
     )

@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 
 from lib.engines.tone import ToneEngine
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.types import TTSRequest
 from tests.server_process import ServerProcess
 from tests.test_cache import make_config, speak
 
@@ -31,7 +31,7 @@ import sys
 sys.path.insert(0, sys.argv[1])
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.service import TTSService, synthesise_with_cache
+from lib.pipeline.service import TTSService, synthesise_with_cache
 config = load_config(env={}, overrides={"engine": "tone", "cache.dir": sys.argv[2], "voices.prewarm": False})
 service = TTSService(config, ToneEngine(delay=600))  # a synthesis that never ends before the kill
 synthesise_with_cache(sys.argv[3], service=service, voice="tone-low")

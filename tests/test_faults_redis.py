@@ -24,7 +24,7 @@ from lib.api import create_app
 from lib.cache.entry import CachedAudio, pack
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
 from lib.shared import Breaker, SharedTier
 from tests.api_server import LiveServer
 
@@ -159,9 +159,7 @@ def test_every_error_class_is_contained(exc: Exception) -> None:
     assert breaker.call("get", lambda: b"x", None) is None  # open: skipped at once until the back-off ends
 
 
-def test_out_of_memory_redis_is_logged_once_per_cause(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_out_of_memory_redis_is_logged_once_per_cause(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     own = RedisServer(require_redis_server(), directory=tmp_path).start()
     tier = SharedTier(own.url, namespace="oom:", publish_every=0)
     try:
@@ -201,7 +199,7 @@ def test_too_large_entries_are_logged_once_per_minute(tmp_path: Path, caplog: py
 
 
 def _request(text: str) -> Any:
-    from lib.request import TTSRequest
+    from lib.request.types import TTSRequest
 
     return TTSRequest(text=text, voice="tone-low")
 

@@ -1,4 +1,4 @@
-"""Result files for the web UI (lib/files.py): one private directory per service (0700,
+"""Result files for the web UI (lib/audio/files.py): one private directory per service (0700,
 unpredictable, owned by us, not a symlink), files written atomically with mode 0600,
 trimmed across every format, removed on close; exports leave nothing behind."""
 
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from lib.audio.files import ResultFiles
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.files import ResultFiles
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.types import TTSRequest
 from lib.ui.handlers import Handlers
 
 

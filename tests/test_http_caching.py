@@ -17,7 +17,7 @@ from conftest import tone_service
 
 from lib.api import create_app
 from lib.api.http import IMMUTABLE, NO_STORE, cache_control
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
 from tests.api_server import LiveServer
 
 

@@ -23,8 +23,8 @@ import pytest
 from lib.config import load_config
 from lib.engines.builtin.kokoro.model import KokoroModel
 from lib.errors import TTSError
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.types import TTSRequest
 from tests.judge import Judge, JudgeUnavailableError, Lang, Score, count_syllables, judge_installed, short_item_ok
 
 pytestmark = pytest.mark.kokoro

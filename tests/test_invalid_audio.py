@@ -27,7 +27,6 @@ from conftest import REPO
 from lib.api import create_app
 from lib.cache.entry import CachedAudio
 from lib.config import BuiltinConfig, load_config
-from lib.engineprobe import PROBE_TEXTS, probe
 from lib.engines.builtin import BuiltinEngine
 from lib.engines.builtin.kokoro import canary
 from lib.engines.builtin.kokoro.model import KokoroModel
@@ -42,10 +41,11 @@ from lib.engines.plausible import (
     implausible,
     units,
 )
+from lib.engines.probe import PROBE_TEXTS, probe
 from lib.engines.tone import ToneEngine
 from lib.errors import EngineUnavailableError
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.types import TTSRequest
 from lib.text import read
 from tests.api_server import LiveServer
 from tests.test_kokoro import _engine as kokoro_engine

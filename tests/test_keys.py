@@ -92,7 +92,7 @@ def test_pinned_key_of_a_finished_result() -> None:
     recipe = Finish().recipe
     assert recipe == '{"lufs":-16.0,"max":80,"pause":[0.3,0.15],"tail":0.2,"v":[1,1],"xf":0.01}'
     finished = dataclasses.replace(BASE, finish=recipe)
-    assert finished.canonical().startswith(BASE.canonical()[:-3] + b"\"{")
+    assert finished.canonical().startswith(BASE.canonical()[:-3] + b'"{')
     assert cache_key(finished) == "88ac54e63caa21f823fa6e511f412805"
     assert cache_key(dataclasses.replace(BASE, finish="")) == cache_key(BASE)
 
@@ -102,8 +102,8 @@ def test_the_reading_part_is_what_the_front_end_says(tmp_path: Path) -> None:
     the caller named: a lexicon entry whose term occurs in the text changes it."""
     from conftest import tone_service
 
-    from lib.access import LOCAL
-    from lib.request import TTSRequest
+    from lib.request.access import LOCAL
+    from lib.request.types import TTSRequest
 
     svc = tone_service(tmp_path)
     try:

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from lib.access import LOCAL
 from lib.cache.leases import DiskLeases, Renewer
 from lib.cache.singleflight import LocalFlights
 from lib.cache.writer import Writer, WriterClosedError
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
 
 _SERVICE_THREADS = {
     "cache-writer",

@@ -19,13 +19,13 @@ import pytest
 from redis_server import RedisServer, require_redis_server
 from s3_server import ACCESS_KEY, SECRET_KEY, S3Server
 
-from lib.access import LOCAL
 from lib.api import create_app
 from lib.cache.entry import unpack
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
 from lib.shared.leases import SharedLeases
 from lib.ui.shared_status import objects_markdown
 from lib.ui.views import stats_markdown

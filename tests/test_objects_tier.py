@@ -22,11 +22,11 @@ from lib.cache.entry import CachedAudio, pack, unpack
 from lib.cache.leases import DiskLeases
 from lib.cli import add_config_flags, config_from_args
 from lib.config import load_config
+from lib.config.objects import parse_objects_url
 from lib.errors import ConfigError
 from lib.objects.layout import Card, hour_of
 from lib.objects.sigv4 import Credentials
 from lib.objects.tier import ObjectTier
-from lib.objects.url import parse_objects_url
 
 KEY = "0123456789abcdef0123456789abcdef"
 CREDS = Credentials(ACCESS_KEY, SECRET_KEY)

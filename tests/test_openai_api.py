@@ -18,10 +18,10 @@ import pytest
 import soundfile as sf
 
 from lib.api import create_app
-from lib.audio import PromptDecoder
-from lib.request import TTSRequest
-from lib.service import TTSService
-from lib.voicemap import OPENAI_VOICES
+from lib.audio.pcm import PromptDecoder
+from lib.config.voicemap import OPENAI_VOICES
+from lib.pipeline.service import TTSService
+from lib.request.types import TTSRequest
 from tests.api_server import LiveServer
 from tests.conftest import tone_service
 

@@ -21,7 +21,7 @@ import soundfile as sf
 from scipy.signal import resample_poly
 
 from lib.api import create_app
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
 from tests.api_server import LiveServer
 from tests.conftest import REPO, tone_service
 from tests.openai_helpers import ffdecode, ffprobe, needs_ffmpeg

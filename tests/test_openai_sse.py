@@ -20,7 +20,7 @@ import soundfile as sf
 from lib.api import create_app
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
 from tests.api_server import LiveServer
 from tests.openai_helpers import sse_audio, sse_events
 

@@ -1,6 +1,6 @@
 """Phrase lists may only use recordings inside their own folder or preload.prompt_dir,
 refused paths and missing files get one message, and expansion is capped
-(lib/phrases.py); the same rules in preload_cache.py and the UI's Preload tab."""
+(lib/request/phrases.py); the same rules in preload_cache.py and the UI's Preload tab."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from gradio_client import Client, handle_file
 import webui
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.phrases import MAX_FILE_BYTES, PhraseFileError, PhraseRules, load_phrases, parse_phrases
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.phrases import MAX_FILE_BYTES, PhraseFileError, PhraseRules, load_phrases, parse_phrases
 
 
 def recording(path: Path, hz: float = 180.0) -> Path:
@@ -44,7 +44,7 @@ def listing(folder: Path, prompt: str, **extra: Any) -> Path:
 def refusal(path: Path, rules: PhraseRules | None = None) -> str:
     with pytest.raises(PhraseFileError) as caught:
         load_phrases(path, rules)
-    return str(caught.value).split("field \"prompt_audio\": ", 1)[1]
+    return str(caught.value).split('field "prompt_audio": ', 1)[1]
 
 
 def test_recordings_inside_the_lists_folder_are_used(tmp_path: Path) -> None:
@@ -62,8 +62,16 @@ def test_paths_outside_are_refused_with_the_message_of_a_missing_file(tmp_path: 
     os.symlink(tmp_path / "elsewhere", folder / "linked-dir")
     messages = {
         given: refusal(listing(folder, given))
-        for given in (str(secret), "../elsewhere/secret.wav", "link.wav", "linked-dir/secret.wav",
-                      "missing.wav", "/etc/passwd", "/no/such/file.wav", ".")
+        for given in (
+            str(secret),
+            "../elsewhere/secret.wav",
+            "link.wav",
+            "linked-dir/secret.wav",
+            "missing.wav",
+            "/etc/passwd",
+            "/no/such/file.wav",
+            ".",
+        )
     }
     shapes = {re.sub(r"^'.*?' ", "", m) for m in messages.values()}
     assert len(shapes) == 1, messages  # exists or not, outside or missing: the same words
@@ -166,8 +174,16 @@ def test_ui_preload_upload_goes_through_the_same_checks(ui: tuple[Client, TTSSer
     assert "1 generated" in client.predict(handle_file(str(ok)), False, "", api_name="/preload")
     capped = tmp_path / "up-big" / "hot.json"
     capped.parent.mkdir()
-    capped.write_text(json.dumps({"voices": {"a": "tone-low"}, "phrases": [
-        {"text": "x", "voice": "a", "seeds": list(range(200)), "styles": [str(i) for i in range(100)]}]}))
+    capped.write_text(
+        json.dumps(
+            {
+                "voices": {"a": "tone-low"},
+                "phrases": [
+                    {"text": "x", "voice": "a", "seeds": list(range(200)), "styles": [str(i) for i in range(100)]}
+                ],
+            }
+        )
+    )
     with pytest.raises(Exception, match=r"preload\.max_requests"):
         client.predict(handle_file(str(capped)), False, "", api_name="/preload")
     assert service.engine.calls == 2  # type: ignore[attr-defined]

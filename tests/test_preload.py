@@ -1,4 +1,4 @@
-"""``preload_cache.py`` and the hot-phrase schema (``lib.phrases``): the real script in
+"""``preload_cache.py`` and the hot-phrase schema (``lib.request.phrases``): the real script in
 a subprocess on a cache under ``tmp_path``."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from conftest import REPO
 
-from lib.access import LOCAL
 from lib.config import load_config
-from lib.phrases import PhraseFileError, load_phrases, parse_phrases
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.phrases import PhraseFileError, load_phrases, parse_phrases
 
 SUMMARY = re.compile(r"^preload: (\d+) phrases, (\d+) generated, (\d+) already cached, (\d+) failed in [0-9.]+ s$")
 A = {"a": "tone-low"}
@@ -154,7 +154,7 @@ def test_a_phrase_names_its_mode_and_is_preloaded_under_that_requests_key(tmp_pa
     assert (instruct.mode, plain.mode) == ("instruct", "")
     service = TTSService(load_config(env={}, overrides={"cache.dir": str(tmp_path / "c"), "engine": "tone"}))
     try:
-        from lib.request import TTSRequest
+        from lib.request.types import TTSRequest
 
         asked = TTSRequest(text="欢迎光临！", voice=instruct.voice, style="开心", mode="instruct")
         assert service.resolve(instruct.request()).key == service.resolve(asked).key

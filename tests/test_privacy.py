@@ -25,15 +25,15 @@ import redis
 import soundfile as sf
 from redis_server import RedisServer, require_redis_server
 
-from lib.access import LOCAL
 from lib.api import create_app
-from lib.audio import PromptAudio
+from lib.audio.pcm import PromptAudio
 from lib.config import load_config
 from lib.engines.base import VoiceProfile
 from lib.engines.tone import ToneEngine
 from lib.errors import TTSError
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
 from tests.api_server import LiveServer
 
 

@@ -1,5 +1,5 @@
 """Prompt audio is checked on its header before anything is decoded or allocated
-(lib/audio.py), and no prompt a client sends yields a 5xx: hostile WAV and FLAC headers
+(lib/audio/pcm.py), and no prompt a client sends yields a 5xx: hostile WAV and FLAC headers
 built by hand and by hypothesis, against the service and against the live HTTP API."""
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ import soundfile as sf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lib.access import LOCAL
 from lib.api import create_app
-from lib.audio import PromptDecoder, PromptLimits
+from lib.audio.pcm import PromptDecoder, PromptLimits
 from lib.config import load_config
 from lib.engines.base import VoiceProfile
 from lib.engines.tone import ToneEngine
 from lib.errors import NotAudioError, PayloadTooLargeError, PromptAudioError, TTSError
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
 from tests.api_server import LiveServer
 
 UPLOAD_LIMIT = 6_000_000

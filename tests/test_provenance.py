@@ -18,9 +18,9 @@ import pytest
 import soundfile as sf
 
 from lib.api import create_app
-from lib.encoders import wav_data_offset
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.audio.encoders import wav_data_offset
+from lib.pipeline.service import TTSService
+from lib.request.types import TTSRequest
 from tests.api_server import LiveServer
 from tests.conftest import tone_service
 from tests.openai_helpers import ffdecode, ffprobe, needs_ffmpeg

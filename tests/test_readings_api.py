@@ -21,7 +21,7 @@ import pytest
 from conftest import REPO, tone_service
 
 from lib.api import create_app
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
 from tests.api_server import LiveServer
 
 TOKEN = "lexicon-test-token"

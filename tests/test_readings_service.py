@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from conftest import tone_service
 
-from lib.access import ANYONE, LOCAL
+from lib.batch.preload import preload
 from lib.errors import ForbiddenError, NotFoundError, UnauthorizedError
-from lib.phrases import expand, load_phrases
-from lib.preload import preload
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import ANYONE, LOCAL
+from lib.request.phrases import expand, load_phrases
+from lib.request.types import TTSRequest
 from lib.text.lexicon import LexiconError, LexiconFileError
 
 SUMMARY = re.compile(r"^preload: (\d+) phrases, (\d+) generated, (\d+) already cached, (\d+) failed in [0-9.]+ s$")

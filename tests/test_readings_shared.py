@@ -17,10 +17,10 @@ import pytest
 from conftest import tone_service
 from redis_server import RedisServer, require_redis_server
 
-from lib.access import LOCAL
 from lib.errors import StoreUnavailableError
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +65,10 @@ def test_an_edit_on_one_replica_reaches_the_other_within_seconds(
     follow = time.monotonic() - started
     assert b.readings.entries() == [{"term": "六安", "reading": "lu4 an1", "voice": None}]
     assert b.resolve(TTSRequest(text="下一站六安", voice="tone-low")).key != key_b  # b's keys follow
-    assert b.resolve(TTSRequest(text="下一站六安", voice="tone-low")).key == a.resolve(
-        TTSRequest(text="下一站六安", voice="tone-low")
-    ).key  # and agree with a's: one shared cache
+    assert (
+        b.resolve(TTSRequest(text="下一站六安", voice="tone-low")).key
+        == a.resolve(TTSRequest(text="下一站六安", voice="tone-low")).key
+    )  # and agree with a's: one shared cache
     path_b = tmp_path / "b" / "lexicon.json"
     wait_for(lambda: path_b.is_file())
     assert json.loads(path_b.read_text(encoding="utf-8"))[0]["term"] == "六安"

@@ -1,4 +1,4 @@
-"""lib.resample: scipy's resample_poly, sample for sample, whole or in any pieces."""
+"""lib.audio.resample: scipy's resample_poly, sample for sample, whole or in any pieces."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.signal import resample_poly
 
-from lib.resample import Resampler, resample
+from lib.audio.resample import Resampler, resample
 
 
 def scipy_reference(x: np.ndarray, rate_in: int, rate_out: int) -> np.ndarray:

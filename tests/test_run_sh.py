@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO
 
 from lib.compose.templates import load_templates
-from lib.phrases import load_phrases
+from lib.request.phrases import load_phrases
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lib.access import LOCAL
 from lib.cache.keys import KeyFields
 from lib.compose.assemble import to_float, unit_loudness
 from lib.compose.loudness import integrated_loudness
@@ -19,8 +18,9 @@ from lib.compose.segments import split
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.errors import EngineError
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
 
 PARAGRAPH = "第一句话说的是天气。第二句话说的是交通！第三句话说的是时间？第四句话说的是地点。"
 

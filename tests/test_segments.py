@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib.audio import float_to_int16
+from lib.audio.pcm import float_to_int16
 from lib.compose.assemble import Finish, Joiner, to_float, trim
 from lib.compose.loudness import PEAK_CEILING_DB, integrated_loudness, k_weighting, limit, normalise
 from lib.compose.readings import number, read

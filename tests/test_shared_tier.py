@@ -21,14 +21,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis_server import RedisServer, free_port, require_redis_server
 
-from lib.access import LOCAL
 from lib.cache.entry import CachedAudio, pack, unpack
 from lib.cache.leases import DiskLeases
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.errors import ConfigError, NotFoundError, StoreUnavailableError
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
 from lib.shared import CorruptValueError, RedisLeases, SharedTier
 from lib.shared.codec import decode_voice, encode_voice
 from lib.ui.shared_status import status_markdown

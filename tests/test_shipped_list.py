@@ -11,13 +11,13 @@ from collections.abc import Iterator
 import pytest
 from conftest import REPO
 
-from lib.access import LOCAL
+from lib.batch.preload import preload
 from lib.compose.templates import load_templates
 from lib.config import load_config
-from lib.phrases import expand, load_phrases
-from lib.preload import preload
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.phrases import expand, load_phrases
+from lib.request.types import TTSRequest
 from lib.ui.forms import build_request, default_voice, examples, sample_text
 
 SHIPPED = REPO / "hot_phrases.json"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lib.cache.handle import DiskHandle
-from lib.stats import Phrase, Stats
+from lib.cache.stats import Phrase, Stats
 
 
 def test_a_snapshot_during_a_flush_misses_no_phrase(tmp_path: Path) -> None:

@@ -19,15 +19,15 @@ import httpx
 import numpy as np
 import pytest
 
-from lib.access import LOCAL
 from lib.api import create_app
+from lib.audio.encoders import wav_data_offset
 from lib.compose.segments import split
 from lib.config import load_config
-from lib.encoders import wav_data_offset
 from lib.engines.tone import ToneEngine
-from lib.request import TTSRequest
-from lib.service import TTSService
-from lib.streaming import open_wav_header
+from lib.pipeline.service import TTSService
+from lib.pipeline.streaming import open_wav_header
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
 from tests.api_server import LiveServer
 from tests.server_process import ServerProcess
 
@@ -272,7 +272,7 @@ def test_kill_9_mid_stream_loses_no_segment_the_client_has_heard(tmp_path: Path,
     svc = TTSService(config)
     try:
         r = svc.resolve(request)
-        # Each segment's raw request: its own text and reading part (lib.resolve.Resolver.part).
+        # Each segment's raw request: its own text and reading part (lib.pipeline.resolve.Resolver.part).
         keys = [svc._resolver.part(r, s.text).key for s in split(r.fields.text, config.segments.max_chars)]
         starts = np.cumsum([0] + [c.size * 2 for c in svc.stream(request).chunks])[:-1]
     finally:

@@ -16,8 +16,8 @@ from lib.compose.assemble import STYLE_LEVELS, Finish, style_level_db, to_float
 from lib.compose.loudness import integrated_loudness
 from lib.config import load_config
 from lib.engines.builtin.style import parse_style
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.types import TTSRequest
 
 TEXT = "请A023号顾客到3号窗口办理业务。"
 

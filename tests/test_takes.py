@@ -14,12 +14,12 @@ from typing import Any
 import httpx
 import pytest
 
-from lib.access import LOCAL
 from lib.api import create_app
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
 from tests.api_server import LiveServer
 
 TOKEN = "takes-admin-token"

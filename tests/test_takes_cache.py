@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from redis_server import RedisServer, require_redis_server
 
-from lib.access import LOCAL
 from lib.cache.entry import pack
 from lib.cache.policy import APPROVED_PIN
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
 
 TEXT = "Platform 9 is closed until further notice"
 LIMIT = 1024 * 1024

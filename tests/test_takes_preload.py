@@ -14,15 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from lib.access import LOCAL
+from lib.batch.export import export_phrases
+from lib.batch.preload import preload
 from lib.config import load_config
 from lib.engines.base import Synthesis, VoiceProfile
 from lib.engines.tone import ToneEngine
-from lib.export import export_phrases
-from lib.phrases import load_phrases
-from lib.preload import preload
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.phrases import load_phrases
+from lib.request.types import TTSRequest
 from lib.text.tokens import Reading
 
 REPO = Path(__file__).resolve().parents[1]

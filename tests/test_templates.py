@@ -17,17 +17,17 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from lib.access import LOCAL
+from lib.batch.preload import preload
 from lib.compose.assemble import to_float
 from lib.compose.loudness import integrated_loudness
 from lib.compose.templates import load_templates, parse_templates
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.errors import ConfigError
-from lib.phrases import PhraseFileError, load_phrases
-from lib.preload import preload
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.phrases import PhraseFileError, load_phrases
+from lib.request.types import TTSRequest
 
 TICKET = {
     "template": "请{ticket}号顾客到{window}号窗口办理业务。",
@@ -48,7 +48,10 @@ def write(tmp_path: Path, doc: dict[str, Any]) -> Path:
 
 
 def make_service(tmp_path: Path, engine: Any, phrases: Path | None, **overrides: Any) -> TTSService:
-    values = {"engine": "tone", "cache.dir": str(tmp_path / "cache"), "voices.prewarm": False, **overrides}
+    values = {
+        "engine": "tone", "cache.dir": str(tmp_path / "cache"), "voices.prewarm": False,
+        "readings.lexicon": str(tmp_path / "lexicon.json"), **overrides,
+    }  # fmt: skip
     env = {"TTS_TEMPLATES_FILE": str(phrases) if phrases else "null"}
     return TTSService(load_config(env=env, overrides=values), engine)
 
@@ -253,7 +256,7 @@ def test_a_preloaded_phrase_matching_a_template_is_stored_whole(
 def test_the_ui_preload_registers_the_lists_templates_for_the_admin_only(tmp_path: Path, engine: ToneEngine) -> None:
     """An uploaded list's templates change every user's answers: the admin's upload
     enables them; anyone else's is preloaded as pieces and left off (with a note)."""
-    from lib.access import AccessPolicy
+    from lib.request.access import AccessPolicy
     from lib.ui.handlers import Handlers
 
     svc = make_service(tmp_path, engine, None)
@@ -274,9 +277,9 @@ def test_the_ui_preload_registers_the_lists_templates_for_the_admin_only(tmp_pat
 
 
 def test_the_book_takes_templates_from_the_admin_only_and_at_most_max_templates(tmp_path: Path) -> None:
-    from lib.access import Caller
     from lib.compose.templates import MAX_TEMPLATES
     from lib.errors import UnauthorizedError
+    from lib.request.access import Caller
 
     svc = make_service(tmp_path, ToneEngine(), None)
     try:
@@ -339,8 +342,8 @@ import sys
 sys.path.insert(0, {str(REPO)!r})
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.request.types import TTSRequest
+from lib.pipeline.service import TTSService
 config = load_config(env={{"TTS_TEMPLATES_FILE": {str(phrases)!r}}},
                      overrides={{"engine": "tone", "cache.dir": {str(tmp_path / "cache")!r}, "voices.prewarm": False}})
 svc = TTSService(config, ToneEngine())

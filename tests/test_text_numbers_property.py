@@ -30,10 +30,10 @@ from lib.config import BuiltinConfig
 from lib.engines.builtin import BuiltinEngine
 from lib.engines.plausible import SILENT_PEAK, bounds, units
 from lib.text import read
+from lib.text.normalise import normalise_text
 from lib.text.numbers import EN_MAX_DIGITS, ZH_DIGITS, ZH_MAX_DIGITS, en_digits, en_int, zh_int
 from lib.text.syllables import RULE_READINGS, unit_kind
 from lib.text.tokens import KINDS, Reading
-from lib.textnorm import normalise_text
 from tests.api_server import LiveServer
 
 # -- the generated texts -------------------------------------------------------------------

@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lib.textnorm import normalise_text
+from lib.text.normalise import normalise_text
 
 
 def test_equivalent_spellings_normalise_alike() -> None:
@@ -66,8 +66,8 @@ def test_text_behind_a_right_to_left_override_is_spoken_by_the_builtin_engine(tm
     """The speakability check sees the text without its display controls: "\u202eHello
     world" is "Hello world", the same key and the same audio."""
     from lib.config import load_config
-    from lib.request import TTSRequest
-    from lib.service import TTSService
+    from lib.pipeline.service import TTSService
+    from lib.request.types import TTSRequest
 
     service = TTSService(load_config(env={}, overrides={"cache.dir": str(tmp_path), "voices.prewarm": False}))
     try:

@@ -11,8 +11,8 @@ import gradio as gr
 import pytest
 from conftest import tone_service
 
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.types import TTSRequest
 from lib.ui.base import HandlerBase
 from lib.ui.readings_panel import ReadingsPanel
 

@@ -12,11 +12,11 @@ import gradio as gr
 import pytest
 import soundfile as sf
 
-from lib.access import LOCAL
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
 from lib.ui.handlers import Handlers
 from lib.ui.takes_panel import MAX_UI_TAKES, TakesPanel
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from lib.access import LOCAL
+from lib.batch.preload import preload
 from lib.config import load_config
 from lib.errors import (
     ConflictError,
@@ -25,10 +25,10 @@ from lib.errors import (
     UnauthorizedError,
     ValidationError,
 )
-from lib.phrases import PhraseFileError, expand, parse_phrases
-from lib.preload import preload
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.phrases import PhraseFileError, expand, parse_phrases
+from lib.request.types import TTSRequest
 from lib.ui.convert import CONVERT_FIELDS, build_convert_request, convert_errors
 from lib.ui.forms import FORM_FIELDS, MODE_FORMS, examples, form_errors, form_note, mode_choices
 from lib.ui.handlers import Handlers
@@ -136,7 +136,7 @@ def test_examples_are_phrases_of_the_shipped_list_asked_for_as_listed() -> None:
     hit. Five preset voices, Chinese first, and the list's instruct phrases."""
     from conftest import REPO
 
-    from lib.phrases import load_phrases
+    from lib.request.phrases import load_phrases
 
     listed = expand(load_phrases(REPO / "hot_phrases.json"))
     presets = ["en-female", "en-male", "yue-female", "zh-female", "zh-male"]
@@ -452,7 +452,7 @@ def test_examples_keep_to_the_named_presets_when_the_base_has_more_voices() -> N
     stay on the voices the shipped list speaks, and on the named presets without a list."""
     from conftest import REPO
 
-    from lib.phrases import load_phrases
+    from lib.request.phrases import load_phrases
 
     presets = ["en-female", "en-male", "yue-female", "zh-female", "zh-male", "kokoro-zf_xiaobei", "kokoro-zm_yunxi"]
     rows, _ = examples(presets, {"preset"}, expand(load_phrases(REPO / "hot_phrases.json")))

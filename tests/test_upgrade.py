@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from lib.access import LOCAL
+from lib.batch.preload import preload
 from lib.config import AppConfig, load_config
 from lib.engines.tone import ToneEngine
-from lib.phrases import expand, load_phrases
-from lib.preload import preload
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.phrases import expand, load_phrases
+from lib.request.types import TTSRequest
 
 
 class ToneV2(ToneEngine):

@@ -13,7 +13,7 @@ import pytest
 
 from lib.api import create_app
 from lib.config import load_config
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
 from lib.voices.names import confusable_with, mixed_scripts, normalise_name, skeleton
 from tests.api_server import LiveServer
 

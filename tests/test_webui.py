@@ -20,12 +20,12 @@ from conftest import REPO, serving
 from gradio_client import Client, handle_file
 
 import webui
-from lib.access import LOCAL
 from lib.config import load_config
 from lib.errors import EngineError, ValidationError
-from lib.phrases import load_phrases
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.phrases import load_phrases
+from lib.request.types import TTSRequest
 from lib.ui.plots import hit_rate_plot, window_rate
 
 
@@ -357,8 +357,8 @@ def test_importing_webui_has_no_side_effects(tmp_path: Path) -> None:
 
 
 def test_admin_rule_is_the_access_policy() -> None:
-    from lib.access import AccessPolicy, Action, check
     from lib.errors import ForbiddenError, UnauthorizedError
+    from lib.request.access import AccessPolicy, Action, check
 
     def refusal(token: str, given: str, client: str) -> str | None:
         caller = AccessPolicy("TTS_ADMIN_TOKEN", token=token).caller(origin="ui", client_host=client, token=given)

@@ -12,10 +12,10 @@ from pathlib import Path
 import yaml
 from conftest import REPO
 
-from lib.access import LOCAL
 from lib.config import AppConfig, load_config
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
 
 
 def run_webui(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -20,11 +20,11 @@ from conftest import serving
 from gradio_client import Client, handle_file
 
 import webui
-from lib.access import LOCAL
 from lib.config import AppConfig, load_config
 from lib.engines.tone import ToneEngine
-from lib.request import ConvertRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import ConvertRequest
 from lib.ui.handlers import Handlers
 
 
@@ -100,9 +100,7 @@ def test_a_preset_target_and_an_uploaded_target(client: Client, service: TTSServ
     female, male = testdata_dir / "zh_female_prompt.wav", testdata_dir / "male_prompt.wav"
     audio, badge, details = _convert(client, source=handle_file(str(female)), voice="en-male", fmt="mp3", seed=3)
     assert 'data-cache="MISS"' in badge and audio.endswith(".mp3")
-    preset_key = service.resolve(
-        ConvertRequest(source_audio=str(female), voice="en-male", seed=3, format="mp3")
-    ).key
+    preset_key = service.resolve(ConvertRequest(source_audio=str(female), voice="en-male", seed=3, format="mp3")).key
     assert _key(details) == preset_key
     _, badge, details = _convert(
         client, source=handle_file(str(female)), prompt_audio=handle_file(str(male)), voice="en-male"

@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from lib.api import create_app
     from lib.api.serving import serve
-    from lib.service import TTSService
+    from lib.pipeline.service import TTSService
 
     try:
         config = config_from_args(args)

@@ -1,6 +1,6 @@
 """Voices, cache statistics and administration, metrics and health.
 
-Who may do what is decided by the service (:mod:`lib.access`); this module only tells
+Who may do what is decided by the service (:mod:`lib.request.access`); this module only tells
 it who is calling: the bearer token (``Authorization: Bearer <token>``) and the client
 address. The token comes from the environment variable named by
 ``server.admin_token_env`` (default ``TTS_ADMIN_TOKEN``), never from a file in the
@@ -19,12 +19,12 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
-from lib.access import AccessPolicy, Caller
+from lib.core.logtext import cut_fields, cut_text
+from lib.core.metrics import CONTENT_TYPE
+from lib.core.reports import ClearReport, EvictReport, SweepReport
 from lib.errors import EngineUnavailableError, ValidationError
-from lib.metrics import CONTENT_TYPE
-from lib.reports import ClearReport, EvictReport, SweepReport
-from lib.service import TTSService
-from lib.textnorm import cut_fields, cut_text
+from lib.pipeline.service import TTSService
+from lib.request.access import AccessPolicy, Caller
 
 from .errors import ERROR_RESPONSES
 from .uploads import read_upload

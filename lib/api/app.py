@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
 
 from .admin import admin_router
 from .convert import convert_router

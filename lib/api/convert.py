@@ -10,9 +10,9 @@ from anyio import to_thread
 from fastapi import APIRouter, File, Header
 from fastapi.responses import Response
 
-from lib.audio import MIME_TYPES
+from lib.audio.pcm import MIME_TYPES
 from lib.errors import ValidationError
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
 
 from .errors import ERROR_RESPONSES
 from .forms import ConvertForm

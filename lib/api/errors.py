@@ -17,8 +17,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from lib.core.logtext import cut_text
 from lib.errors import NotFoundError, TTSError, log_safe
-from lib.textnorm import cut_text
 
 __all__ = [
     "ERROR_RESPONSES",

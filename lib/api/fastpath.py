@@ -36,7 +36,7 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
 
 from .forms import TTSForm
 from .speech import AUDIO_EXTS, hit_bytes, not_modified, stored_response, tts_headers, tts_response

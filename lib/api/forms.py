@@ -2,7 +2,7 @@
 
 :class:`TTSForm` is both what the endpoint reads (FastAPI's form model) and what the hit
 fast path validates (:mod:`lib.api.fastpath`), so the two cannot drift apart. The bounds
-are :mod:`lib.validate`'s, in types shared with ``/v1`` (:data:`Seed`, :data:`Speed`).
+are :mod:`lib.request.validate`'s, in types shared with ``/v1`` (:data:`Seed`, :data:`Speed`).
 Each form turns into the service's request by one method.
 """
 
@@ -13,12 +13,12 @@ from typing import Annotated, Literal
 from fastapi import UploadFile
 from pydantic import BaseModel, ConfigDict, Field
 
-from lib.request import ConvertRequest, TTSRequest
-from lib.validate import MAX_SEED, MAX_SPEED, MAX_TTL, MIN_SPEED
+from lib.request.types import ConvertRequest, TTSRequest
+from lib.request.validate import MAX_SEED, MAX_SPEED, MAX_TTL, MIN_SPEED
 
 __all__ = ["ConvertForm", "Format", "Mode", "Seed", "Speed", "TTSForm"]
 
-#: The formats of ``/api`` (lib.audio.MIME_TYPES): pcm is raw 16-bit mono at X-Sample-Rate.
+#: The formats of ``/api`` (lib.audio.pcm.MIME_TYPES): pcm is raw 16-bit mono at X-Sample-Rate.
 Format = Literal["wav", "mp3", "flac", "ogg", "opus", "aac", "pcm"]
 Mode = Literal["zero_shot", "cross_lingual", "instruct", "preset"]
 

@@ -7,7 +7,7 @@ letters, lower-case English words, space-separated), ``spoken``, the ``tokens`` 
 where each reading came from, and the lexicon's version. Open to every caller, like
 synthesis. Listing the lexicon is open too (its entries are what every voice says,
 which anyone can hear and read here); adding and deleting entries needs the admin
-(:data:`lib.access.Action.LEXICON`), and each answer says how many cached entries the
+(:data:`lib.request.access.Action.LEXICON`), and each answer says how many cached entries the
 change made stale.
 """
 
@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import UploadFile
 
 from lib.errors import ValidationError
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
 from lib.text.tokens import Reading
 
 from .admin import CallerDep

@@ -10,7 +10,7 @@ from anyio import to_thread
 from fastapi.responses import Response
 
 from lib.cache.entry import CachedAudio
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
 
 from .http import NO_STORE
 

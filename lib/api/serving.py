@@ -37,7 +37,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from lib.config import ServerConfig
-from lib.ratelimit import LogLimiter
+from lib.core.ratelimit import LogLimiter
 
 __all__ = ["guarded_protocol", "serve", "uvicorn_config"]
 

@@ -22,14 +22,14 @@ from fastapi import APIRouter, File, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
-from lib.audio import MIME_TYPES
+from lib.audio.pcm import MIME_TYPES
+from lib.audio.provenance import Label
 from lib.cache.entry import CachedAudio
 from lib.errors import NotFoundError, ValidationError
-from lib.provenance import Label
-from lib.request import TTSRequest
-from lib.results import SynthesisResult
-from lib.service import TTSService
-from lib.streaming import STREAM_FORMATS, encode_stream
+from lib.pipeline.results import SynthesisResult
+from lib.pipeline.service import TTSService
+from lib.pipeline.streaming import STREAM_FORMATS, encode_stream
+from lib.request.types import TTSRequest
 
 from .errors import ERROR_RESPONSES
 from .forms import TTSForm

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticError
 
 from lib.errors import ValidationError
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
 from lib.takes.operations import DEFAULT_TAKES, MAX_TAKES
 from lib.takes.records import Approval
 

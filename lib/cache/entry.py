@@ -20,11 +20,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from lib.audio import decode_flac, encode, wav_bytes
-from lib.encoders import encode as encode_labelled
-from lib.encoders import wav_data_offset
-from lib.provenance import Label, label_of
-from lib.tagging import riff_info
+from lib.audio.encoders import encode, wav_data_offset
+from lib.audio.pcm import decode_flac, wav_bytes
+from lib.audio.provenance import Label, label_of
+from lib.audio.tagging import riff_info
 
 __all__ = ["CachedAudio", "CorruptEntryError", "matches_tag", "pack", "read_header", "unpack"]
 
@@ -102,13 +101,13 @@ class CachedAudio:
         return _built(key, pcm, sample_rate, full)
 
     def encoded(self, fmt: str) -> bytes:
-        """This entry's audio as ``fmt`` (:data:`lib.encoders.ENCODINGS`), labelled; the
+        """This entry's audio as ``fmt`` (:data:`lib.audio.encoders.ENCODINGS`), labelled; the
         WAV is the ready one, a transcode is made anew (the tiers keep those)."""
         if fmt == "wav":
             return self.wav
         if fmt == "pcm":
             return self.wav[self.offset :]
-        return encode_labelled(self.pcm, self.sample_rate, fmt, self.label)
+        return encode(self.pcm, self.sample_rate, fmt, self.label)
 
     def relabelled(self, provider: str | None) -> CachedAudio:
         """This entry under ``provider`` (None: unlabelled); itself when it already is."""

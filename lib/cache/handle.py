@@ -49,8 +49,8 @@ from lib.cache.diskutil import (
     quarantine,
     remove_values_before,
 )
-from lib.ratelimit import LogLimiter
-from lib.reports import StoreState
+from lib.core.ratelimit import LogLimiter
+from lib.core.reports import StoreState
 
 __all__ = ["CHECK_EVERY", "REOPEN_AFTER", "STORE_ERRORS", "DiskHandle"]
 

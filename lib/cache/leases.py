@@ -19,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 import diskcache
 
 from lib.cache.handle import STORE_ERRORS, DiskHandle
-from lib.ratelimit import LogLimiter
+from lib.core.ratelimit import LogLimiter
 
 __all__ = ["BUSY_PATIENCE", "NO_LEASE", "DiskLeases", "Lease", "Leases", "LockStoreBusy", "Renewer"]
 

@@ -12,7 +12,7 @@ processes and replicas, stored, and only then let go.
    may have stored the entry and released its lease between our last look and our lease;
 4. **produce**: the caller's function, with :func:`current_lease` naming the lease it runs
    under, so that the engine watchdog stops renewing it past an engine call's deadline
-   (:mod:`lib.produce` binds the two; :meth:`~lib.cache.leases.Renewer.bound`);
+   (:mod:`lib.compose.produce` binds the two; :meth:`~lib.cache.leases.Renewer.bound`);
 5. **the write**: :meth:`Tiers.keep <lib.cache.tiers.Tiers.keep>` puts the entry in memory
    at once and hands disk, Redis and the object store to the writer thread (``durable``:
    disk before returning);

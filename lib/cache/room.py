@@ -21,7 +21,7 @@ import diskcache
 
 from lib.cache.diskutil import Reserve, disk_bytes, extra_files_bytes, free_bytes
 from lib.config import CacheConfig
-from lib.ratelimit import LogLimiter
+from lib.core.ratelimit import LogLimiter
 
 __all__ = ["Room", "wal_bytes_for"]
 

@@ -32,8 +32,8 @@ from lib.cache.keeper import Keeper
 from lib.cache.keys import KEY_RE
 from lib.cache.room import Room
 from lib.config import CacheConfig
-from lib.ratelimit import LogLimiter
-from lib.reports import StoreStats, VerifyReport
+from lib.core.ratelimit import LogLimiter
+from lib.core.reports import StoreStats, VerifyReport
 
 __all__ = ["AudioStore", "directory_bytes"]
 

@@ -22,7 +22,7 @@ from lib.cache.lru import ByteLRU
 from lib.cache.store import AudioStore
 from lib.cache.writer import Writer
 from lib.config import CacheConfig
-from lib.provenance import ProvenanceConfig
+from lib.config.provenance import ProvenanceConfig
 
 __all__ = ["ObjectStore", "SharedStore", "Tiers"]
 

@@ -165,7 +165,7 @@ def unit_loudness(pcm: NDArray[Any], rate: int) -> list[float]:
 
 
 def to_float(pcm: NDArray[Any]) -> NDArray[Any]:
-    """int16 -> float32 on the scale :func:`lib.audio.float_to_int16` inverts exactly."""
+    """int16 -> float32 on the scale :func:`lib.audio.pcm.float_to_int16` inverts exactly."""
     out: NDArray[Any] = np.asarray(pcm, dtype=np.float32) / np.float32(32767.0)
     return out
 

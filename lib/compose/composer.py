@@ -39,17 +39,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from lib.audio import float_to_int16
+from lib.audio.pcm import float_to_int16
 from lib.cache.entry import CachedAudio
 from lib.cache.production import Production
+from lib.cache.stats import Stats
 from lib.compose.assemble import Finish, Joiner, to_float, trim, unit_loudness
+from lib.compose.produce import OnChunk, Producer
 from lib.compose.segments import split
 from lib.compose.templatebook import Match
 from lib.config import AppConfig
-from lib.metrics import Metrics
-from lib.produce import OnChunk, Producer
-from lib.request import Resolved
-from lib.stats import Stats
+from lib.core.metrics import Metrics
+from lib.request.types import Resolved
 
 __all__ = ["Composer", "Made", "OnChunk"]
 
@@ -90,7 +90,7 @@ class Composer:
         part: Callable[[Resolved, str], Resolved],
     ) -> None:  # fmt: skip
         """``part``: the raw request for one segment or piece of a request (its own text,
-        and so its own reading part of the key: :meth:`lib.resolve.Resolver.part`)."""
+        and so its own reading part of the key: :meth:`lib.pipeline.resolve.Resolver.part`)."""
         self.production = production
         """Makes each missing key once and stores it (flight, lease, re-check, write, release)."""
         self.tiers = production.tiers

@@ -17,9 +17,9 @@ import threading
 import time
 from collections.abc import Callable
 
+from lib.core.logtext import cut_text
 from lib.errors import TTSError
-from lib.request import Resolved
-from lib.textnorm import cut_text
+from lib.request.types import Resolved
 
 __all__ = ["Refiner"]
 

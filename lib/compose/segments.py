@@ -4,7 +4,7 @@ Why segments: a long text as one cache entry is synthesised again from scratch w
 sentence changes, and nothing of it plays until all of it is made. In segments, an
 edited paragraph costs only its changed sentences, a sentence reused anywhere is a hit
 (its key does not depend on where it stands), and the first sentence can play while the
-next ones are made (:mod:`lib.streaming`).
+next ones are made (:mod:`lib.pipeline.streaming`).
 
 Rules (text is already normalised: NFKC, one space for any white space):
 

@@ -32,18 +32,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lib.access import LOCAL, Action, Caller, check
 from lib.cache.keys import KeyFields
 from lib.compose.assemble import Finish
 from lib.compose.patterns import CompiledPattern, PatternError, PatternMatch, compile_pattern
 from lib.compose.segments import split
 from lib.compose.templates import MAX_TEMPLATES, Template, fixed_piece, load_templates
 from lib.config import AppConfig
+from lib.core.logtext import cut_text
 from lib.errors import ConfigError, TTSError
-from lib.phrases import PhraseFileError
-from lib.request import Resolved, TTSRequest
-from lib.textnorm import cut_text
-from lib.validate import check_text
+from lib.request.access import LOCAL, Action, Caller, check
+from lib.request.phrases import PhraseFileError
+from lib.request.types import Resolved, TTSRequest
+from lib.request.validate import check_text
 
 __all__ = ["Match", "TemplateBook"]
 
@@ -115,7 +115,7 @@ class TemplateBook:
 
     def load(self, path: str | Path) -> int:
         """Add the templates of a phrase file; a missing file adds none. Raises
-        :class:`lib.phrases.PhraseFileError` for an invalid one."""
+        :class:`lib.request.phrases.PhraseFileError` for an invalid one."""
         if not Path(path).is_file():
             _LOGGER.info("no template file at %s; no templates", path)
             return 0

@@ -46,7 +46,8 @@ from typing import Any
 
 from lib.compose.patterns import CompiledPattern, PatternError, compile_pattern
 from lib.compose.readings import LANGUAGES, READS, is_number, read
-from lib.phrases import (
+from lib.core.logtext import cut_text
+from lib.request.phrases import (
     PhraseFileError,
     PhraseRules,
     VoiceSpec,
@@ -55,8 +56,7 @@ from lib.phrases import (
     parse_voices,
     read_phrase_file,
 )
-from lib.request import TTSRequest
-from lib.textnorm import cut_text
+from lib.request.types import TTSRequest
 
 __all__ = ["MAX_PIECES", "MAX_SLOT_CHARS", "MAX_TEMPLATES", "Slot", "Template", "load_templates", "parse_templates"]
 
@@ -100,7 +100,7 @@ class Slot:
 @dataclass(frozen=True)
 class Template(VoiceSpec):
     """A validated template; ``parts`` alternates fixed text and slot names (odd indexes).
-    Its voice and settings are a :class:`lib.phrases.VoiceSpec`, as a phrase's are."""
+    Its voice and settings are a :class:`lib.request.phrases.VoiceSpec`, as a phrase's are."""
 
     entry: str
     """Where it came from, e.g. ``templates[0]`` (for messages)."""

@@ -21,6 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from numpy.typing import NDArray
 
+from lib.audio import PROMPT_SAMPLE_RATE
 from lib.text.tokens import Reading
 
 __all__ = [
@@ -32,9 +33,6 @@ __all__ = [
     "VoiceProfile",
     "can_convert",
 ]
-
-#: Sample rate of the canonical prompt PCM every engine receives (mono int16).
-PROMPT_SAMPLE_RATE = 16_000
 
 #: Modes the service knows. An engine declares the subset it supports.
 #: - ``zero_shot``: clone from prompt audio *and* its transcript.

@@ -15,7 +15,7 @@ So audio is checked where it is still raw, and the checks are the same for every
 
 Each raises :class:`InvalidAudioError` (HTTP 503, "the engine produced invalid audio"),
 whose ``reason`` labels ``tts_engine_invalid_audio_total{engine,reason}``; the producer
-(:mod:`lib.produce`), the one path every engine's audio takes, counts it and caches
+(:mod:`lib.compose.produce`), the one path every engine's audio takes, counts it and caches
 nothing.
 """
 

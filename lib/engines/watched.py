@@ -2,7 +2,7 @@
 
 The service hands this, not the engine itself, to everything that calls the engine --
 the producer (synthesis, streaming, conversion) and the voice profiles (extraction) --
-so no engine call anywhere escapes :class:`lib.watchdog.Watchdog`. Reading the engine's
+so no engine call anywhere escapes :class:`lib.engines.watchdog.Watchdog`. Reading the engine's
 attributes (name, model version, modes, presets) goes straight through.
 """
 
@@ -16,9 +16,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lib.engines.base import PROMPT_SAMPLE_RATE, Engine, Synthesis, VoiceConverter, VoiceProfile, can_convert
+from lib.engines.watchdog import Watchdog
 from lib.errors import EngineError
 from lib.text.tokens import Reading
-from lib.watchdog import Watchdog
 
 __all__ = ["WatchedEngine"]
 

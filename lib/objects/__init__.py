@@ -6,7 +6,7 @@ endpoint whose first path segment is the bucket and the rest a key prefix. Crede
 and region come from ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` (and
 ``AWS_SESSION_TOKEN``), ``AWS_DEFAULT_REGION``. The roles:
 
-- :mod:`lib.objects.url`: the URL, parsed and checked (no client involved);
+- :mod:`lib.config.objects`: the URL, parsed and checked (no client involved);
 - :mod:`lib.objects.sigv4` and :mod:`lib.objects.client`: a small S3 client (Signature
   Version 4 over httpx) for the few calls the tier makes;
 - :mod:`lib.objects.layout`: object names, and the tag and expiry indexes beside them;
@@ -30,10 +30,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from lib.config import CacheConfig
+    from lib.config.objects import parse_objects_url
     from lib.objects.tier import ObjectTier
-    from lib.objects.url import parse_objects_url
 
-_WHERE = {"ObjectTier": "lib.objects.tier", "parse_objects_url": "lib.objects.url"}
+_WHERE = {"ObjectTier": "lib.objects.tier", "parse_objects_url": "lib.config.objects"}
 
 
 def configured_objects(cache: CacheConfig, on_error: Callable[[], None]) -> ObjectTier | None:

@@ -25,8 +25,8 @@ from xml.sax.saxutils import escape
 
 import httpx
 
+from lib.config.objects import ObjectsURL
 from lib.objects.sigv4 import EMPTY_SHA256, Credentials, canonical_path, canonical_query, presign, sign
-from lib.objects.url import ObjectsURL
 
 __all__ = ["Got", "Listed", "ObjectClient", "S3Error", "trips"]
 

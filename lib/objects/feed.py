@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lib.breaker import Breaker
+from lib.cache.breaker import Breaker
 from lib.objects.client import ObjectClient
 from lib.objects.layout import Layout
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lib.cache.keys import KEY_RE
-from lib.objects.url import ObjectsURL
+from lib.config.objects import ObjectsURL
 
 __all__ = ["Card", "Layout", "hour_of", "tag_code"]
 

@@ -26,7 +26,7 @@ import secrets
 import time
 from typing import Any
 
-from lib.breaker import Breaker
+from lib.cache.breaker import Breaker
 from lib.cache.leases import Leases
 from lib.objects.client import Got, ObjectClient
 from lib.objects.layout import Layout

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lib.audio import MIME_TYPES
-from lib.breaker import Breaker
+from lib.audio.pcm import MIME_TYPES
+from lib.cache.breaker import Breaker
 from lib.cache.entry import CachedAudio
 from lib.objects.client import ObjectClient
 from lib.objects.layout import PLAYABLE, Layout

@@ -8,7 +8,7 @@ metadata, after its index objects (:mod:`lib.objects.layout`). An entry past its
 is never returned, and :meth:`sweep` deletes it (an hourly background sweep, taken by
 one replica at a time with a lease, and the admin's *sweep expired*).
 
-Every call goes through a :class:`lib.breaker.Breaker`: a store that is unreachable,
+Every call goes through a :class:`lib.cache.breaker.Breaker`: a store that is unreachable,
 slow (a 1 s time-out) or refusing turns into "not found here" plus one log line and a
 counted fault; requests are served from the other tiers or the engine, ``/healthz``
 says degraded, and a background probe closes the breaker when the store is back.
@@ -23,17 +23,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lib.breaker import Breaker
+from lib.cache.breaker import Breaker
 from lib.cache.entry import CachedAudio, CorruptEntryError, read_header
 from lib.cache.leases import Leases
 from lib.config import MAX_TTL
+from lib.config.objects import parse_objects_url
 from lib.objects.client import ObjectClient, trips
 from lib.objects.feed import RETENTION, Apply, ObjectFeed
 from lib.objects.layout import PLAYABLE, Card, Layout, hour_of
 from lib.objects.leases import ObjectLeases
 from lib.objects.playable import Playable
 from lib.objects.sigv4 import Credentials
-from lib.objects.url import parse_objects_url
 
 __all__ = ["ObjectTier"]
 

@@ -1,13 +1,13 @@
 """The ``readings`` part of a service: its text front end and the operator's lexicon.
 
 One :class:`lib.text.frontend.FrontEnd` per service, over the operator's lexicon
-(``readings.lexicon``, default ``lexicon.json``; :mod:`lib.readingsconfig`):
+(``readings.lexicon``, default ``lexicon.json``; :mod:`lib.config.readings`):
 
 - :meth:`Readings.read` is what every engine is given (misses, previews, preloads);
   :meth:`Readings.key_part` is what the cache key covers (a term scan, microseconds: the
   hit path never reads);
 - :meth:`Readings.add` and :meth:`Readings.remove` edit the lexicon (the admin,
-  :data:`lib.access.Action.LEXICON`): checked, written to the file atomically (0600),
+  :data:`lib.request.access.Action.LEXICON`): checked, written to the file atomically (0600),
   shared through Redis with a shared tier (:mod:`lib.readings.sync`); each answer says
   how many cached entries the change made stale (:mod:`lib.readings.stale`), which the
   dashboard shows too (:meth:`Readings.status`), and the preload asks
@@ -28,19 +28,20 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lib.access import Action, Caller, check
 from lib.config import AppConfig
+from lib.config.readings import lexicon_path, load_lexicon
+from lib.core.logtext import cut_text
 from lib.errors import NotFoundError, StoreUnavailableError, ValidationError
 from lib.readings.journal import Change, Journal, diff
 from lib.readings.stale import HeaderStore, VoiceIds, count_stale, old_keys
 from lib.readings.sync import LexiconSync, SharedLexicon
-from lib.readingsconfig import lexicon_path, load_lexicon
-from lib.request import Resolved
+from lib.request.access import Action, Caller, check
+from lib.request.types import Resolved
+from lib.request.validate import check_text
 from lib.text.frontend import FrontEnd, mandarin_reader
 from lib.text.lexicon import Lexicon, LexiconEntry, LexiconError, validate_entry
+from lib.text.normalise import normalise_text
 from lib.text.tokens import Reading
-from lib.textnorm import cut_text, normalise_text
-from lib.validate import check_text
 
 if TYPE_CHECKING:
     from lib.text.mandarin import MandarinReader

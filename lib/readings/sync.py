@@ -19,9 +19,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from lib.core.logtext import cut_text
 from lib.errors import StoreUnavailableError
 from lib.text.lexicon import LexiconEntry, LexiconError, validate_entry
-from lib.textnorm import cut_text
 
 __all__ = ["POLL_EVERY", "LexiconSync", "SharedLexicon"]
 

@@ -1,4 +1,4 @@
-"""The circuit breaker around the Redis client (:class:`lib.breaker.Breaker`, with
+"""The circuit breaker around the Redis client (:class:`lib.cache.breaker.Breaker`, with
 Redis's faults sorted): a fault never fails a request.
 
 Connection faults and time-outs open the breaker. A command error (``ResponseError``:
@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import redis
 
-from lib.breaker import Breaker as _Breaker
+from lib.cache.breaker import Breaker as _Breaker
 
 __all__ = ["Breaker"]
 

@@ -30,11 +30,11 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
-from lib.atomicfile import write_private
 from lib.cache.diskutil import ensure_private_dir
 from lib.cache.entry import CachedAudio, CorruptEntryError, unpack
 from lib.cache.keys import KEY_RE
 from lib.cache.policy import APPROVED_PIN
+from lib.core.atomicfile import write_private
 from lib.takes.records import Approval, ApprovalFile
 
 __all__ = ["POLL_EVERY", "ApprovalBook", "SharedTakes", "TakeStore"]

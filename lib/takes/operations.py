@@ -3,7 +3,7 @@ and hand the request path a phrase's approved take.
 
 A take is an ordinary cache entry: the phrase's request under one seed. Approving a
 take's key makes it the approved take of its phrase (the entry says which phrase and
-seed it is: :meth:`lib.produce.Producer.meta`); from then on a request of the phrase
+seed it is: :meth:`lib.compose.produce.Producer.meta`); from then on a request of the phrase
 that names no seed is answered that entry (``X-Take: approved``), one that names a seed
 gets that seed's render as before. The approved entry is kept forever (no expiry),
 pinned and copied (:mod:`lib.takes.book`).
@@ -17,16 +17,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from lib.access import Action, Caller, check
 from lib.cache.entry import CachedAudio, pack
 from lib.cache.keys import KEY_RE
 from lib.cache.tiers import Tiers
+from lib.core.logtext import cut_text
 from lib.errors import NotFoundError, OutOfRangeError, StoreUnavailableError, ValidationError
-from lib.request import Resolved, TTSRequest
+from lib.request.access import Action, Caller, check
+from lib.request.types import Resolved, TTSRequest
+from lib.request.validate import check_seed
 from lib.takes.book import ApprovalBook
 from lib.takes.records import Approval, pcm_digest
-from lib.textnorm import cut_text
-from lib.validate import check_seed
 
 __all__ = ["DEFAULT_TAKES", "MAX_TAKES", "Rendered", "Takes"]
 

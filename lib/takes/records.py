@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from lib.atomicfile import write_private
 from lib.cache.diskutil import ensure_private_dir
 from lib.cache.keys import KEY_RE, KeyFields
+from lib.core.atomicfile import write_private
 
 __all__ = ["PHRASE_SCHEMA", "Approval", "ApprovalFile", "pcm_digest", "phrase_id"]
 

@@ -1,6 +1,6 @@
 """The text front end: a text and a voice in, a :class:`Reading` out.
 
-Order of work for one text (already normalised by :mod:`lib.textnorm`):
+Order of work for one text (already normalised by :mod:`lib.text.normalise`):
 
 1. the operator's lexicon: every entry that applies to the voice, matched
    leftmost-longest (a voice-scoped entry wins over a global one);
@@ -24,12 +24,12 @@ from pathlib import Path
 
 from lib.text.lexicon import Lexicon, LexiconEntry, shipped_entries
 from lib.text.mandarin import MandarinReader
+from lib.text.normalise import normalise_text
 from lib.text.normalise_en import normalise_en
 from lib.text.normalise_zh import Piece, normalise_zh
 from lib.text.scan import TermIndex, frontend_version
 from lib.text.syllables import is_han, unit_kind
 from lib.text.tokens import Reading, Token
-from lib.textnorm import normalise_text
 
 __all__ = ["FrontEnd", "detect_language", "mandarin_reader"]
 

@@ -33,10 +33,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lib.atomicfile import write_private
+from lib.core.atomicfile import write_private
 from lib.errors import ConfigError, ValidationError
+from lib.text.normalise import normalise_text
 from lib.text.syllables import SYLLABLES, is_han, normalise_unit, unit_kind
-from lib.textnorm import normalise_text
 
 __all__ = [
     "MAX_ENTRIES",

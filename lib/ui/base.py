@@ -6,7 +6,7 @@ remembering the bilingual message for its session; the event's ``.failure`` step
 it in the tab's message box (:meth:`HandlerBase.failure_view`).
 
 Who the caller is (admin or not) is decided by the service's access policy from the
-client's address and the admin token typed in the form (:mod:`lib.access`).
+client's address and the admin token typed in the form (:mod:`lib.request.access`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import NoReturn
 
 import gradio as gr
 
-from lib.access import Caller
 from lib.errors import TTSError
-from lib.phrases import PhraseRequest, expand, load_phrases
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import Caller
+from lib.request.phrases import PhraseRequest, expand, load_phrases
 from lib.ui.messages import UIMessage
 
 __all__ = ["HandlerBase", "error_html", "live_playback_available", "token_box"]

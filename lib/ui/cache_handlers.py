@@ -11,14 +11,14 @@ from typing import Any
 
 import gradio as gr
 
-from lib.access import Action, allows
+from lib.batch.export import export_phrases
+from lib.batch.preload import PreloadReport, preload
 from lib.compose.templates import load_templates
+from lib.core.logtext import cut_fields
+from lib.core.reports import ClearReport, EvictReport, SweepReport, VerifyReport
 from lib.errors import TTSError
-from lib.export import export_phrases
-from lib.phrases import PhraseFileError, PhraseRules, expand, load_phrases
-from lib.preload import PreloadReport, preload
-from lib.reports import ClearReport, EvictReport, SweepReport, VerifyReport
-from lib.textnorm import cut_fields
+from lib.request.access import Action, allows
+from lib.request.phrases import PhraseFileError, PhraseRules, expand, load_phrases
 from lib.ui.base import HandlerBase
 from lib.ui.messages import explain, explain_note, scrub_paths
 from lib.ui.plots import WINDOWS, hit_rate_plot, latency_plot, window_rate

@@ -1,7 +1,7 @@
 """The Synthesise form: which fields each mode uses, its steps line and notes, the
 one-click examples, and the form -> :class:`TTSRequest` mapping with its validation.
 
-Validation runs the service's own rules (:mod:`lib.validate` and the resolver), so the
+Validation runs the service's own rules (:mod:`lib.request.validate` and the resolver), so the
 form refuses exactly what the HTTP API refuses, with the message at the field.
 Adding a mode means one more :class:`ModeForm` entry; the convert mode (speech to
 speech) has its own request and checks in :mod:`lib.ui.convert`.
@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lib.config import AppConfig
+from lib.core.logtext import cut_text
 from lib.errors import ValidationError
-from lib.phrases import PhraseRequest
-from lib.request import CONVERT, Resolved, TTSRequest
-from lib.textnorm import cut_text
+from lib.request.phrases import PhraseRequest
+from lib.request.types import CONVERT, Resolved, TTSRequest
+from lib.request.validate import MAX_SEED, check_seed, check_speed, normalise_fields
 from lib.ui.messages import MODE_NAMES, FieldErrors, UIMessage
-from lib.validate import MAX_SEED, check_seed, check_speed, normalise_fields
 
 __all__ = [
     "FORM_FIELDS",

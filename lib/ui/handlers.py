@@ -15,13 +15,14 @@ from typing import Any
 
 import gradio as gr
 
-from lib.access import ANYONE
-from lib.audio import wav_bytes
+from lib.audio.pcm import wav_bytes
+from lib.core.reports import VoiceInfo
 from lib.errors import TTSError
-from lib.reports import VoiceInfo
-from lib.request import ConvertRequest, TTSRequest
-from lib.results import SynthesisResult
-from lib.service import TTSService
+from lib.pipeline.results import SynthesisResult
+from lib.pipeline.service import TTSService
+from lib.request.access import ANYONE
+from lib.request.types import ConvertRequest, TTSRequest
+from lib.request.validate import MAX_SEED, check_speed
 from lib.ui.base import error_html, live_playback_available
 from lib.ui.cache_handlers import CacheHandlers
 from lib.ui.convert import CONVERT_FIELDS, build_convert_request, check_source, convert_errors
@@ -48,7 +49,6 @@ from lib.ui.views import (
     shown_cache,
     style_notice,
 )
-from lib.validate import MAX_SEED, check_speed
 
 __all__ = ["BUTTON_LABELS", "HISTORY", "LIVE_NOTICE", "Handlers", "error_html", "live_playback_available"]
 

@@ -27,7 +27,7 @@ from lib.errors import (
     UnauthorizedError,
     ValidationError,
 )
-from lib.phrases import PhraseFileError
+from lib.request.phrases import PhraseFileError
 
 __all__ = ["FIELD_LABELS", "MODE_NAMES", "FieldErrors", "UIMessage", "explain", "explain_note", "scrub_paths"]
 
@@ -230,7 +230,7 @@ def _plain(english: str) -> str:
     return english
 
 
-# Why the export skipped a phrase (lib.export's sentences) -> Chinese.
+# Why the export skipped a phrase (lib.batch.export's sentences) -> Chinese.
 _EXPORT_NOTES = [
     (
         re.compile(r"spoken in an uploaded recording"),

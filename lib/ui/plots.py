@@ -28,7 +28,7 @@ WINDOWS: list[tuple[str, int]] = [
 ]
 
 Sample = tuple[float, str, float]
-"""(unix time, result, seconds) as :attr:`lib.stats.Stats.samples` keeps them."""
+"""(unix time, result, seconds) as :attr:`lib.cache.stats.Stats.samples` keeps them."""
 
 _RESULTS = ["hit", "miss", "bypass", "error", "composed"]
 _LEGEND = ["命中 hit", "未命中 miss", "绕过 bypass", "错误 error", "拼接 composed"]

@@ -15,9 +15,9 @@ from typing import Any
 
 import gradio as gr
 
+from lib.core.logtext import cut_text
 from lib.errors import TTSError
 from lib.text.tokens import Reading
-from lib.textnorm import cut_text
 from lib.ui.base import HandlerBase, token_box
 from lib.ui.messages import explain
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import gradio as gr
 
+from lib.core.logtext import cut_text
 from lib.errors import TTSError, ValidationError
-from lib.request import TTSRequest
-from lib.results import SynthesisResult
-from lib.textnorm import cut_text
+from lib.pipeline.results import SynthesisResult
+from lib.request.types import TTSRequest
 from lib.ui.base import HandlerBase, token_box
 from lib.ui.forms import build_request
 from lib.ui.messages import explain

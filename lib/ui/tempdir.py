@@ -7,7 +7,7 @@ each file a browser uploads (prompts, phrase lists) into its cache folder,
 folders 0755, files named after the start of the user's text, never removed.
 :func:`private_gradio_dir` points ``GRADIO_TEMP_DIR`` (read by Gradio when a Blocks,
 its components and its app are made) at ``gradio/`` inside the service's result folder
-(:class:`lib.files.ResultFiles`: made by ``mkdtemp``, 0700, removed by
+(:class:`lib.audio.files.ResultFiles`: made by ``mkdtemp``, 0700, removed by
 ``TTSService.close()`` at shutdown), and sets the process umask to 077 so that every
 folder and file Gradio makes there is 0700/0600 too.
 
@@ -26,7 +26,7 @@ import logging
 import os
 from pathlib import Path
 
-from lib.files import ResultFiles
+from lib.audio.files import ResultFiles
 
 __all__ = ["GRADIO_TEMP_ENV", "private_gradio_dir"]
 

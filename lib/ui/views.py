@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from lib.results import SynthesisResult
+from lib.pipeline.results import SynthesisResult
 from lib.ui.shared_status import objects_markdown, status_markdown
 
 __all__ = [
@@ -137,7 +137,7 @@ def style_notice(info: Mapping[str, Any]) -> str:
     )
 
 
-_NAME_CUT = re.compile(r"[^\w\-]+")  # what lib.files would replace anyway, and punctuation
+_NAME_CUT = re.compile(r"[^\w\-]+")  # what lib.audio.files would replace anyway, and punctuation
 
 
 def download_name(voice: str, text: str, seed: int, key: str, fmt: str, style: str = "") -> str:
@@ -230,7 +230,7 @@ def segments_line(since: Mapping[str, Any]) -> str:
 
 def versions_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     """One line per model version in the cache: how many hot phrases it already holds
-    (rows of :meth:`lib.upgrade.Readiness.versions`), so that before switching to a new
+    (rows of :meth:`lib.ops.upgrade.Readiness.versions`), so that before switching to a new
     model the operator sees whether it is warm. The serving version is marked."""
     if not rows:
         return ""

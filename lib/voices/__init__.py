@@ -13,15 +13,15 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from lib.access import Action, Caller, allows, check
-from lib.audio import PromptAudio, PromptDecoder
+from lib.audio.pcm import PromptAudio, PromptDecoder
 from lib.config import AppConfig
+from lib.core.logtext import cut_text
+from lib.core.reports import VoiceInfo
 from lib.engines.base import Engine, VoiceProfile
 from lib.errors import ConflictError, ConfusableNameError, NotFoundError, PromptAudioError, TTSError, ValidationError
-from lib.reports import VoiceInfo
-from lib.request import PromptSource, Resolved
-from lib.textnorm import cut_text
-from lib.validate import check_prompt, check_text
+from lib.request.access import Action, Caller, allows, check
+from lib.request.types import PromptSource, Resolved
+from lib.request.validate import check_prompt, check_text
 from lib.voices.library import SavedVoice, VoiceLibrary, taken_message
 from lib.voices.names import confusable_with, mixed_scripts
 from lib.voices.profiles import VoiceProfiles
@@ -45,7 +45,7 @@ class Voices:
         self._presets = frozenset(engine.presets())
         self._closed = threading.Event()
 
-    # -- finding voices (lib.resolve.VoiceBook) ----------------------------------------------
+    # -- finding voices (lib.pipeline.resolve.VoiceBook) ----------------------------------------------
 
     def is_preset(self, name: str) -> bool:
         return name in self._presets

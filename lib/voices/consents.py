@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from lib.cache.handle import STORE_ERRORS, DiskHandle
+from lib.core.logtext import cut_text
 from lib.errors import StoreUnavailableError, ValidationError
-from lib.textnorm import cut_text
 
 __all__ = ["ConsentBook", "check_label", "check_language"]
 

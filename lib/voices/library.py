@@ -15,12 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from lib.audio import PromptAudio, decode_flac, encode
+from lib.audio.encoders import encode
+from lib.audio.pcm import PromptAudio, decode_flac
 from lib.cache.handle import STORE_ERRORS, DiskHandle
+from lib.core.logtext import cut_text
+from lib.core.reports import VoiceInfo
 from lib.engines.base import PROMPT_SAMPLE_RATE
 from lib.errors import ConflictError, StoreFullError, StoreUnavailableError, ValidationError
-from lib.reports import VoiceInfo
-from lib.textnorm import cut_text
 from lib.voices.consents import ConsentBook
 from lib.voices.names import normalise_name
 from lib.voices.tiers import SharedVoices

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from lib.audio import PromptAudio
+from lib.audio.pcm import PromptAudio
 from lib.cache.handle import DiskHandle
 from lib.cache.lru import ByteLRU
 from lib.engines.base import Engine, VoiceProfile

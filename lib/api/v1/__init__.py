@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
 
 from .models import models_router
 from .speech import SpeechRequest, VoiceRef, speech_router

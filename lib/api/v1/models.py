@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
 
 from ..errors import error_response
 

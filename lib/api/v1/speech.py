@@ -3,7 +3,7 @@
 What OpenAI documents, as its clients send it: ``response_format`` ``mp3`` (default),
 ``opus`` (Ogg), ``aac`` (ADTS), ``flac``, ``wav`` and ``pcm`` (raw 16-bit little-endian
 mono at 24 kHz, resampled from the entry), plus ``ogg`` (Vorbis) as on ``/api``; OpenAI's
-voice names through ``openai.voices`` (:mod:`lib.voicemap`), a ``{"id": ...}`` voice
+voice names through ``openai.voices`` (:mod:`lib.config.voicemap`), a ``{"id": ...}`` voice
 object naming a preset or saved voice; ``speed`` 0.25-4.0; ``instructions`` (the style);
 ``stream_format`` ``audio`` (the file) or ``sse`` (:mod:`.sse`). The body is chosen by
 ``stream_format`` alone, never by ``Accept`` (the openai SDK sends
@@ -28,16 +28,16 @@ from fastapi import APIRouter
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from lib.audio import MIME_TYPES
-from lib.encoders import OPENAI_PCM_RATE, opus_rate
+from lib.audio.encoders import OPENAI_PCM_RATE, opus_rate
+from lib.audio.pcm import MIME_TYPES
+from lib.audio.provenance import Label
+from lib.core.logtext import cut_text
 from lib.errors import NotFoundError, TTSError, ValidationError
-from lib.provenance import Label
-from lib.request import TTSRequest
-from lib.results import SynthesisResult
-from lib.service import TTSService
-from lib.streaming import StreamAnswer, encode_stream
-from lib.textnorm import cut_text
-from lib.validate import check_unicode
+from lib.pipeline.results import SynthesisResult
+from lib.pipeline.service import TTSService
+from lib.pipeline.streaming import StreamAnswer, encode_stream
+from lib.request.types import TTSRequest
+from lib.request.validate import check_unicode
 
 from ..forms import Seed, Speed
 from ..http import NO_STORE, cache_control, etag_for

@@ -11,7 +11,7 @@
   the sample as a voice of the library under ``name`` (its id), with a copy of the
   consent record beside it; ``DELETE /v1/audio/voices/{id}`` deletes it (admin).
 
-The access policy is the library's own (:mod:`lib.access`): anyone may record a consent
+The access policy is the library's own (:mod:`lib.request.access`): anyone may record a consent
 and save a voice under a new name; deleting, renaming and listing others' consents need
 the admin (an OpenAI client sends its API key as the bearer token: give it the admin
 token to act as the admin).
@@ -24,11 +24,11 @@ from typing import Annotated, Any, Literal
 from anyio import to_thread
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 
-from lib.access import Action, Caller, allows, check
+from lib.config.voicemap import OPENAI_VOICES
+from lib.core.reports import VoiceInfo
 from lib.errors import NotFoundError, ValidationError
-from lib.reports import VoiceInfo
-from lib.service import TTSService
-from lib.voicemap import OPENAI_VOICES
+from lib.pipeline.service import TTSService
+from lib.request.access import Action, Caller, allows, check
 
 from ..admin import CallerDep
 from ..uploads import read_upload

@@ -1,0 +1,1 @@
+"""Work over a phrase list on top of the service: the preload and the export."""
