@@ -51,13 +51,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    from lib.access import LOCAL
+    from lib.batch.preload import PreloadReport, preload
     from lib.cli import config_from_args
     from lib.compose.templates import load_templates
     from lib.errors import ConfigError, TTSError
-    from lib.phrases import PhraseRules, expand, load_phrases
-    from lib.preload import PreloadReport, preload
-    from lib.service import TTSService
+    from lib.pipeline.service import TTSService
+    from lib.request.access import LOCAL
+    from lib.request.phrases import PhraseRules, expand, load_phrases
 
     if args.workers < 1:
         print("preload: --workers must be at least 1", file=sys.stderr)

@@ -25,14 +25,15 @@ import gradio as gr
 from fastapi import FastAPI
 from starlette.routing import Mount
 
-from lib.access import ANYONE, LOCAL
 from lib.api import create_app as create_api
 from lib.api.errors import install_routing_errors
-from lib.audio import FORMATS
+from lib.audio.pcm import FORMATS
 from lib.cli import add_config_flags, config_from_args
 from lib.engines.base import can_convert
 from lib.errors import TTSError
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import ANYONE, LOCAL
+from lib.request.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
 from lib.ui.base import token_box
 from lib.ui.forms import (
     MODE_FORMS,
@@ -53,7 +54,6 @@ from lib.ui.takes_panel import MAX_UI_TAKES, TakesPanel, review_section, takes_s
 from lib.ui.tempdir import private_gradio_dir
 from lib.ui.theme import CSS, FORGET_PRESS, JS, LANG, PLAY_RESULT, SHOW_CONFIRM, SHOW_RESULT, theme
 from lib.ui.views import engine_title
-from lib.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
 
 __all__ = ["build_demo", "build_request", "create_app", "live_playback_available", "main"]
 

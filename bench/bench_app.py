@@ -80,10 +80,10 @@ async def main() -> int:
     parser.add_argument("--prompt", help="the recording of the uploaded-prompt step (default: the shared male prompt)")
     args = parser.parse_args()
     os.environ.setdefault("TTS_VOICES_PREWARM", "false")
-    from lib.access import LOCAL
     from lib.api import create_app
     from lib.config import load_config
-    from lib.service import TTSService
+    from lib.pipeline.service import TTSService
+    from lib.request.access import LOCAL
 
     config = load_config(env={}, overrides={"engine": "tone", "cache.dir": tempfile.mkdtemp(prefix="bench-app-")})
     service = TTSService(config)

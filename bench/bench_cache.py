@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lib.cache.entry import CachedAudio, pack
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.types import TTSRequest
 
 CLIP_TEXT = "x" * 50  # 50 chars x 0.1 s = a 5 s clip
 POLICY: str | None = None  # --policy: cache.eviction_policy (None: the default)

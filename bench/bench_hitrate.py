@@ -13,7 +13,7 @@ takes seconds. The memory tier is off: every hit is a disk-tier hit. Capacity is
 Traces, 12,000 user requests each:
 - ``zipf-0.8``, ``zipf-1.0``, ``zipf-1.2``: independent requests, Zipf popularity;
 - ``shift``: Zipf 1.0 over six "days"; each day 30 % of the ranks get new phrases;
-- ``scan``: ``zipf-1.0`` with a preload (``lib.preload``) of 10 x capacity one-off
+- ``scan``: ``zipf-1.0`` with a preload (``lib.batch.preload``) of 10 x capacity one-off
   phrases after request 6,000. Scan resistance = hit rate of the 1,000 user requests
   after the preload minus that of the very same requests in the ``zipf-1.0`` run
   without it (paired: the same trace and seed, so sampling noise cancels).
@@ -58,15 +58,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lib.access import LOCAL
+from lib.batch.preload import preload
 from lib.cache.entry import CachedAudio, pack
 from lib.config import load_config
 from lib.engines.base import Synthesis, VoiceProfile
 from lib.engines.tone import ToneEngine
-from lib.phrases import PhraseRequest
-from lib.preload import preload
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.phrases import PhraseRequest
+from lib.request.types import TTSRequest
 
 POLICIES = ("least-recently-used", "least-frequently-used", "cost-aware")
 N_PHRASES = 3000

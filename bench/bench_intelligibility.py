@@ -46,8 +46,8 @@ sys.path.insert(0, str(REPO))
 
 from lib.config import load_config  # noqa: E402
 from lib.errors import TTSError  # noqa: E402
-from lib.request import TTSRequest  # noqa: E402
-from lib.service import TTSService  # noqa: E402
+from lib.pipeline.service import TTSService  # noqa: E402
+from lib.request.types import TTSRequest  # noqa: E402
 from tests.judge import Judge, Lang, count_syllables, short_item_ok, units  # noqa: E402
 
 DEV_TSV = REPO.parent / "shared" / "testdata" / "intelligibility-dev.tsv"

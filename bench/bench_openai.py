@@ -38,9 +38,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lib.audio import PromptDecoder  # noqa: E402
+from lib.audio.pcm import PromptDecoder  # noqa: E402
+from lib.audio.resample import resample  # noqa: E402
 from lib.cache.entry import CachedAudio  # noqa: E402
-from lib.resample import resample  # noqa: E402
 
 FORMATS = ("wav", "pcm", "pcm24k", "flac", "mp3", "ogg", "opus", "aac")
 RECORDING = Path(os.environ.get("TTS_TESTDATA_DIR") or ROOT.parent / "shared" / "testdata" / "voices")

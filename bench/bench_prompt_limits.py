@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What checking a prompt's header first costs and saves (lib/audio.py).
+"""What checking a prompt's header first costs and saves (lib/audio/pcm.py).
 
 Decodes each case with a fresh decoder (no memo) ``--repeat`` times and prints the
 median time and the peak memory traced (numpy allocations included):
@@ -29,7 +29,7 @@ import soundfile as sf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lib.audio import PromptDecoder
+from lib.audio.pcm import PromptDecoder
 from lib.errors import TTSError
 
 

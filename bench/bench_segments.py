@@ -24,14 +24,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lib.access import LOCAL
+from lib.batch.preload import preload
 from lib.compose.segments import split
 from lib.compose.templates import parse_templates
 from lib.config import load_config
-from lib.preload import preload
-from lib.request import TTSRequest
-from lib.service import TTSService
-from lib.textnorm import normalise_text
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
+from lib.text.normalise import normalise_text
 
 #: 302 characters, 12 sentences: a station notice.
 PARAGRAPH = (

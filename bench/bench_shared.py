@@ -46,11 +46,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from lib.access import LOCAL
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
-from lib.request import TTSRequest
-from lib.service import TTSService
+from lib.pipeline.service import TTSService
+from lib.request.access import LOCAL
+from lib.request.types import TTSRequest
 
 TEXT_CHARS = 50  # x 0.1 s per char = 5 s clips, as in bench_cache.py
 
@@ -216,8 +216,8 @@ def bench_objects_latency(url: str, runs: int, n: int) -> None:
 
 
 def bench_objects_preload(url: str, runs: int, phrases: int, replicas: int) -> None:
-    from lib.phrases import PhraseRequest
-    from lib.preload import preload
+    from lib.batch.preload import preload
+    from lib.request.phrases import PhraseRequest
 
     names = tuple(f"r{i}" for i in range(replicas))
     for label, objects_url in (("with the object store", url), ("without it (local tiers only)", None)):

@@ -1,4 +1,4 @@
-"""Benchmark of the engine watchdog's cost per engine call (lib/watchdog.py): each call runs
+"""Benchmark of the engine watchdog's cost per engine call (lib/engines/watchdog.py): each call runs
 in a thread of its own under a deadline.
 
 Prints, as medians over several runs of N calls each:
@@ -22,12 +22,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from lib.config.watchdog import WatchdogConfig
+from lib.core.metrics import Metrics
 from lib.engines.base import Engine
 from lib.engines.tone import ToneEngine
+from lib.engines.watchdog import Watchdog
 from lib.engines.watched import WatchedEngine
-from lib.metrics import Metrics
-from lib.watchdog import Watchdog
-from lib.watchdogconfig import WatchdogConfig
 
 
 def per_call(fn: Callable[[], Any], calls: int) -> float:
