@@ -3,6 +3,7 @@
 #
 #   ./run.sh [webui.py flags]   set up .venv, preload hot_phrases.json, serve UI + API
 #   ./run.sh test [pytest args] set up the development requirements, run ruff, mypy, pytest
+#   ./run.sh coverage           lib/'s line coverage over the non-browser tests (not a gate)
 #
 # Works from a fresh clone with Python 3.11+ and access to the package registry.
 # Requirements are installed again only when a requirements file changes (a hash stamp
@@ -122,8 +123,8 @@ run_tests() {
         exit "$status"
     fi
     # The whole suite in three runs. Everything but the browser on TTS_TEST_WORKERS workers
-    # (pytest-xdist, file by file: a file's fixtures stay in one process), with line
-    # coverage of lib/ printed (measured, not gated), at the lowest CPU priority (nice 19):
+    # (pytest-xdist, file by file: a file's fixtures stay in one process; coverage is its
+    # own run, ./run.sh coverage: tracing slowed this one), at the lowest CPU priority (nice 19):
     # it is CPU-bound, and nothing in it is real time. Beside it, at normal priority, the
     # tests whose result plays live (real time: what the operator hears may not stand still
     # 0.3 s; the CPU is theirs whenever they need it, and they need little); their report
@@ -136,8 +137,7 @@ run_tests() {
         --basetemp "$reports/tmp" >"$reports/playback.txt" 2>&1 &
     BESIDE=$!
     trap 'kill "$BESIDE" 2>/dev/null || true' EXIT  # stopped early: not left running
-    run_part status nice -n 19 "$VENV/bin/pytest" -n "$workers" --dist loadfile -m "not browser" --durations=20 \
-        --cov=lib --cov-report=term:skip-covered
+    run_part status nice -n 19 "$VENV/bin/pytest" -n "$workers" --dist loadfile -m "not browser" --durations=20
     wait "$BESIDE" || code=$?
     trap - EXIT
     log "the playback tests (run beside the above):"
@@ -169,10 +169,24 @@ check_pytest_status() {
     fi
 }
 
+# lib/'s line coverage over the non-browser tests: measured and printed, never a gate, and
+# not part of ./run.sh test (tracing every line slowed the gating run).
+run_coverage() {
+    install_requirements requirements-dev.txt requirements.txt requirements-judge.txt
+    install_kokoro_voices
+    "$VENV/bin/pytest" -n "${TTS_TEST_WORKERS:-3}" --dist loadfile -m "not browser" -q \
+        --cov=lib --cov-report=term:skip-covered "$@"
+}
+
 ensure_venv
 if [ "${1:-}" = test ]; then
     shift
     run_tests "$@"
+fi
+if [ "${1:-}" = coverage ]; then
+    shift
+    run_coverage "$@"
+    exit $?
 fi
 
 install_requirements requirements.txt

@@ -93,6 +93,24 @@ def testdata_dir() -> Path:
     return path
 
 
+@contextlib.contextmanager
+def in_process(app: Any) -> Iterator[Any]:
+    """An HTTP client that calls the ASGI ``app`` in this process (Starlette's TestClient on
+    one event loop: no socket, no server thread), for the tests where a real server is not
+    the point; a real one (``tests.api_server.LiveServer``) where it is: streaming over a
+    socket, slow clients, raw bytes on the wire, kill -9, replicas, the browser. Answers as
+    over a socket: a server error is a 500 response (not raised), redirects are not
+    followed, and the caller's address is the loopback's."""
+    from starlette.testclient import TestClient
+
+    client = TestClient(
+        app, base_url="http://127.0.0.1", raise_server_exceptions=False, follow_redirects=False,
+        client=("127.0.0.1", 50000),
+    )  # fmt: skip
+    with client:
+        yield client
+
+
 @pytest.fixture
 def free_port() -> int:
     """A TCP port that was free on 127.0.0.1 a moment ago."""

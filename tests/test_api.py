@@ -13,6 +13,7 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
+from conftest import in_process
 
 from lib.api import create_app
 from lib.config import load_config
@@ -56,9 +57,18 @@ def server(service: TTSService) -> Iterator[LiveServer]:
         yield live
 
 
+@pytest.fixture(scope="module")
+def read_only_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """One real server for the module's tests that send raw bytes and change nothing."""
+    svc = _service(tmp_path_factory.mktemp("ro"), ToneEngine(), admin_token=TOKEN)
+    with LiveServer(create_app(svc)) as live:
+        yield live
+    svc.close()
+
+
 @pytest.fixture
-def client(server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=30) as c:
+def client(service: TTSService) -> Iterator[httpx.Client]:
+    with in_process(create_app(service)) as c:
         yield c
 
 
@@ -356,8 +366,8 @@ def test_audio_unknown_key_is_404(client: httpx.Client) -> None:
         "/api/audio/%00",
     ],
 )
-def test_audio_path_traversal_refused(server: LiveServer, path: str) -> None:
-    answer = server.raw(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+def test_audio_path_traversal_refused(read_only_server: LiveServer, path: str) -> None:
+    answer = read_only_server.raw(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
     status = answer.split(b" ", 2)[1]
     assert status == b"400", answer[:300]
     assert b"root:" not in answer

@@ -9,11 +9,10 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from api_server import LiveServer
+from conftest import in_process
 
 from lib.api import create_app
 from lib.config import load_config
@@ -124,7 +123,7 @@ def test_an_engine_that_cannot_convert_says_so(tmp_path: Path, testdata_dir: Pat
 
 def test_http_convert(service: TTSService, testdata_dir: Path) -> None:
     source = (testdata_dir / "male_prompt.wav").read_bytes()
-    with LiveServer(create_app(service)) as live, httpx.Client(base_url=live.url, timeout=60) as client:
+    with in_process(create_app(service)) as client:
         files = {"source_audio": ("s.wav", source, "audio/wav")}
         first = client.post("/api/convert", files=files, data={"voice": "tone-low"})
         second = client.post(

@@ -13,12 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import tone_service
+from conftest import in_process, tone_service
 
 from lib.api import create_app
 from lib.api.http import IMMUTABLE, NO_STORE, cache_control
 from lib.pipeline.service import TTSService
-from tests.api_server import LiveServer
 
 
 def make(tmp_path: Path, **overrides: Any) -> TTSService:
@@ -35,7 +34,7 @@ def service(tmp_path: Path) -> Iterator[TTSService]:
 
 @pytest.fixture
 def http(service: TTSService) -> Iterator[httpx.Client]:
-    with LiveServer(create_app(service)) as live, httpx.Client(base_url=live.url, timeout=30) as c:
+    with in_process(create_app(service)) as c:
         yield c
 
 
@@ -90,7 +89,7 @@ def test_an_entry_with_a_ttl_is_private_for_what_it_has_left(http: httpx.Client)
 def test_the_configured_default_ttl_counts_too(tmp_path: Path) -> None:
     svc = make(tmp_path, **{"cache.ttl": 3600.0})
     try:
-        with LiveServer(create_app(svc)) as live, httpx.Client(base_url=live.url, timeout=30) as http:
+        with in_process(create_app(svc)) as http:
             made = tts(http, "an hour by default")
             assert 3500 <= max_age(made) <= 3600
             key = made.headers["x-cache-key"]

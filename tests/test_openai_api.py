@@ -16,6 +16,7 @@ import numpy as np
 import openai
 import pytest
 import soundfile as sf
+from conftest import in_process
 
 from lib.api import create_app
 from lib.audio.pcm import PromptDecoder
@@ -44,19 +45,20 @@ def service(tmp_path: Path) -> Iterator[TTSService]:
 
 
 @pytest.fixture
-def server(service: TTSService) -> Iterator[LiveServer]:
-    with LiveServer(create_app(service)) as live:
-        yield live
+def http(service: TTSService) -> Iterator[httpx.Client]:
+    """The app in this process: the SDK's requests and the form's reach it without a socket."""
+    with in_process(create_app(service)) as c:
+        yield c
 
 
 @pytest.fixture
-def client(server: LiveServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="not-the-admin")
+def client(http: httpx.Client) -> openai.OpenAI:
+    return openai.OpenAI(base_url="http://127.0.0.1/v1", api_key="not-the-admin", http_client=http)
 
 
 @pytest.fixture
-def admin(server: LiveServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=TOKEN)
+def admin(http: httpx.Client) -> openai.OpenAI:
+    return openai.OpenAI(base_url="http://127.0.0.1/v1", api_key=TOKEN, http_client=http)
 
 
 def key_of(client: openai.OpenAI, **fields: Any) -> str:
@@ -96,7 +98,7 @@ def test_a_name_mapped_to_a_missing_voice_says_which_setting_to_fix(tmp_path: Pa
 # -- speed and instructions ----------------------------------------------------------------
 
 
-def test_speed_from_a_quarter_to_four(client: openai.OpenAI, server: LiveServer) -> None:
+def test_speed_from_a_quarter_to_four(client: openai.OpenAI, http: httpx.Client) -> None:
     lengths = {}
     for speed in (0.25, 1.0, 4.0):
         reply = client.audio.speech.with_raw_response.create(
@@ -110,10 +112,9 @@ def test_speed_from_a_quarter_to_four(client: openai.OpenAI, server: LiveServer)
         with pytest.raises(openai.BadRequestError) as err:
             client.audio.speech.create(model="tts-1", voice="alloy", input="too far", speed=bad)
         assert "speed" in err.value.message
-    with httpx.Client(base_url=server.url, timeout=30) as http:
-        for speed, status in (("0.25", 200), ("4.0", 200), ("0.24", 400), ("4.01", 400)):
-            reply = http.post("/api/tts", data={"text": "form speed", "voice": "tone-low", "speed": speed})
-            assert reply.status_code == status, (speed, reply.text)
+    for speed, status in (("0.25", 200), ("4.0", 200), ("0.24", 400), ("4.01", 400)):
+        reply = http.post("/api/tts", data={"text": "form speed", "voice": "tone-low", "speed": speed})
+        assert reply.status_code == status, (speed, reply.text)
 
 
 def test_instructions_up_to_4096_characters(client: openai.OpenAI) -> None:

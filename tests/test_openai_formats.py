@@ -1,5 +1,5 @@
-"""Every format of ``/v1/audio/speech`` (through the real ``openai`` client, against a
-real server) and of ``/api``, decoded by an independent decoder (the ffmpeg program) and
+"""Every format of ``/v1/audio/speech`` (through the real ``openai`` client, on the app
+in this process) and of ``/api``, decoded by an independent decoder (the ffmpeg program) and
 checked for rate and duration; ``pcm`` at 24 kHz; the same bytes in every process."""
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import numpy as np
 import openai
 import pytest
 import soundfile as sf
+from conftest import in_process
 from scipy.signal import resample_poly
 
 from lib.api import create_app
 from lib.pipeline.service import TTSService
-from tests.api_server import LiveServer
 from tests.conftest import REPO, tone_service
 from tests.openai_helpers import ffdecode, ffprobe, needs_ffmpeg
 
@@ -37,14 +37,15 @@ def service(tmp_path: Path) -> Iterator[TTSService]:
 
 
 @pytest.fixture
-def server(service: TTSService) -> Iterator[LiveServer]:
-    with LiveServer(create_app(service)) as live:
-        yield live
+def http(service: TTSService) -> Iterator[httpx.Client]:
+    """The app in this process: the SDK's requests and the form's reach it without a socket."""
+    with in_process(create_app(service)) as c:
+        yield c
 
 
 @pytest.fixture
-def client(server: LiveServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="anything")
+def client(http: httpx.Client) -> openai.OpenAI:
+    return openai.OpenAI(base_url="http://127.0.0.1/v1", api_key="anything", http_client=http)
 
 
 def speech(client: openai.OpenAI, fmt: str, text: str = TEXT, **extra: Any) -> Any:
@@ -98,24 +99,23 @@ def test_pcm_is_24khz_resampled_from_the_stored_entry(client: openai.OpenAI, ser
     assert reply.content[:4] != b"RIFF" and got.size / 24_000 == pytest.approx(entry[0].duration, abs=1e-4)
 
 
-def test_api_formats_and_pcm_at_the_entry_rate(server: LiveServer, service: TTSService) -> None:
-    with httpx.Client(base_url=server.url, timeout=30) as http:
-        data = {"text": TEXT, "voice": "tone-low"}
-        wav = http.post("/api/tts", data={**data, "format": "wav"})
-        key = wav.headers["x-cache-key"]
-        pcm = http.post("/api/tts", data={**data, "format": "pcm"})
-        assert pcm.headers["content-type"] == "audio/pcm" and pcm.headers["x-sample-rate"] == "22050"
-        samples, rate = sf.read(io.BytesIO(wav.content), dtype="int16")
-        assert rate == 22_050 and np.frombuffer(pcm.content, "<i2").tobytes() == samples.tobytes()
-        for fmt, mime in (("opus", "audio/ogg; codecs=opus"), ("aac", "audio/aac"), ("pcm", "audio/pcm")):
-            posted = http.post("/api/tts", data={**data, "format": fmt})
-            got = http.get(f"/api/audio/{key}.{fmt}")
-            assert posted.status_code == got.status_code == 200 and got.headers["content-type"] == mime, fmt
-            assert got.content == posted.content and got.headers["etag"] == f'"{key}.{fmt}"', fmt
-            again = http.get(f"/api/audio/{key}.{fmt}", headers={"If-None-Match": got.headers["etag"]})
-            assert again.status_code == 304, fmt
-        assert http.get(f"/api/audio/{key}.pcm").headers["x-sample-rate"] == "22050"
-        assert http.get(f"/api/audio/{key}.m4a").status_code == 400
+def test_api_formats_and_pcm_at_the_entry_rate(http: httpx.Client, service: TTSService) -> None:
+    data = {"text": TEXT, "voice": "tone-low"}
+    wav = http.post("/api/tts", data={**data, "format": "wav"})
+    key = wav.headers["x-cache-key"]
+    pcm = http.post("/api/tts", data={**data, "format": "pcm"})
+    assert pcm.headers["content-type"] == "audio/pcm" and pcm.headers["x-sample-rate"] == "22050"
+    samples, rate = sf.read(io.BytesIO(wav.content), dtype="int16")
+    assert rate == 22_050 and np.frombuffer(pcm.content, "<i2").tobytes() == samples.tobytes()
+    for fmt, mime in (("opus", "audio/ogg; codecs=opus"), ("aac", "audio/aac"), ("pcm", "audio/pcm")):
+        posted = http.post("/api/tts", data={**data, "format": fmt})
+        got = http.get(f"/api/audio/{key}.{fmt}")
+        assert posted.status_code == got.status_code == 200 and got.headers["content-type"] == mime, fmt
+        assert got.content == posted.content and got.headers["etag"] == f'"{key}.{fmt}"', fmt
+        again = http.get(f"/api/audio/{key}.{fmt}", headers={"If-None-Match": got.headers["etag"]})
+        assert again.status_code == 304, fmt
+    assert http.get(f"/api/audio/{key}.pcm").headers["x-sample-rate"] == "22050"
+    assert http.get(f"/api/audio/{key}.m4a").status_code == 400
 
 
 _ENCODE_ALL = """

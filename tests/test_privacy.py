@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import pytest
 import redis
 import soundfile as sf
+from conftest import in_process
 from redis_server import RedisServer, require_redis_server
 
 from lib.api import create_app
@@ -34,7 +34,6 @@ from lib.errors import TTSError
 from lib.pipeline.service import TTSService
 from lib.request.access import LOCAL
 from lib.request.types import TTSRequest
-from tests.api_server import LiveServer
 
 
 def prompt_wav(hz: float) -> bytes:
@@ -353,7 +352,7 @@ def test_http_logs_hold_at_most_32_characters_of_user_text(
     service = make(tmp_path / "cache", engine)
     caplog.set_level(logging.DEBUG)
     try:
-        with LiveServer(create_app(service)) as live, httpx.Client(base_url=live.url) as http:
+        with in_process(create_app(service)) as http:
             http.post("/api/tts", data={"text": secret, "voice": "tone-low"})
             http.post("/api/tts", data={"text": secret, "voice": secret})
             http.post("/v1/audio/speech", json={"input": secret, "voice": secret})

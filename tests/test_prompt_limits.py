@@ -14,6 +14,7 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
+from conftest import in_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +27,6 @@ from lib.errors import NotAudioError, PayloadTooLargeError, PromptAudioError, TT
 from lib.pipeline.service import TTSService
 from lib.request.access import LOCAL
 from lib.request.types import TTSRequest
-from tests.api_server import LiveServer
 
 UPLOAD_LIMIT = 6_000_000
 
@@ -298,7 +298,7 @@ def test_no_prompt_yields_a_server_error_in_the_service(service: TTSService, aud
 
 @pytest.fixture
 def live(service: TTSService) -> Iterator[httpx.Client]:
-    with LiveServer(create_app(service)) as server, httpx.Client(base_url=server.url, timeout=60) as c:
+    with in_process(create_app(service)) as c:
         yield c
 
 

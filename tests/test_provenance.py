@@ -11,17 +11,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import mutagen
 import numpy as np
 import pytest
 import soundfile as sf
+from conftest import in_process
 
 from lib.api import create_app
 from lib.audio.encoders import wav_data_offset
 from lib.pipeline.service import TTSService
 from lib.request.types import TTSRequest
-from tests.api_server import LiveServer
 from tests.conftest import tone_service
 from tests.openai_helpers import ffdecode, ffprobe, needs_ffmpeg
 
@@ -38,7 +37,7 @@ def service(tmp_path: Path) -> Iterator[TTSService]:
 
 
 def fetch(service: TTSService, fmt: str, text: str = TEXT) -> tuple[bytes, str]:
-    with LiveServer(create_app(service)) as live, httpx.Client(base_url=live.url, timeout=30) as http:
+    with in_process(create_app(service)) as http:
         reply = http.post("/api/tts", data={"text": text, "voice": "tone-low", "format": fmt})
         assert reply.status_code == 200, reply.text
         return reply.content, reply.headers["x-cache-key"]
@@ -136,7 +135,7 @@ def test_entries_from_disk_follow_the_configured_provider(tmp_path: Path) -> Non
 
 
 def test_a_streamed_answer_is_labelled_too(service: TTSService) -> None:
-    with LiveServer(create_app(service)) as live, httpx.Client(base_url=live.url, timeout=30) as http:
+    with in_process(create_app(service)) as http:
         for fmt, head in (("wav", b"RIFF"), ("mp3", b"ID3")):
             data = {"text": f"{TEXT} {fmt}", "voice": "tone-low", "format": fmt, "stream": "true"}
             reply = http.post("/api/tts", data=data)

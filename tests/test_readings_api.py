@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import REPO, tone_service
+from conftest import REPO, in_process, tone_service
 
 from lib.api import create_app
 from lib.pipeline.service import TTSService
@@ -42,7 +42,7 @@ def service(tmp_path: Path) -> Iterator[TTSService]:
 
 @pytest.fixture
 def client(service: TTSService) -> Iterator[httpx.Client]:
-    with LiveServer(create_app(service)) as live, httpx.Client(base_url=live.url, timeout=60) as c:
+    with in_process(create_app(service)) as c:
         yield c
 
 
@@ -104,19 +104,26 @@ def test_bad_input_is_a_4xx_naming_the_field(
     assert r.json()["error"].startswith(f"{field}:")
 
 
-def test_the_shared_scorer_reads_every_answer(client: httpx.Client) -> None:
-    """The real scorer, as the issue runs it: every row answered in a form it can score."""
+def test_the_shared_scorer_reads_every_answer(service: TTSService) -> None:
+    """The real scorer, as the issue runs it, against a real server (another process):
+    every row answered in a form it can score."""
     if not DEV_SET.is_file():
         pytest.skip(f"no development set at {DEV_SET}")
     scorer()  # skips without it
-    base = str(client.base_url).rstrip("/")
-    out = subprocess.run([sys.executable, str(SCORER), base, str(DEV_SET)], capture_output=True, text=True, timeout=300)
+    with LiveServer(create_app(service)) as live:
+        out = _score(live.url)
     rows = [line for line in DEV_SET.read_text(encoding="utf-8").splitlines() if line.strip() and line[0] != "#"]
     total = re.search(r"^(\d+)/(\d+) right: ", out.stdout, re.MULTILINE)
     assert total is not None, out.stdout + out.stderr
     assert int(total.group(2)) == len(rows)
     assert "got:      <" not in out.stdout  # no row failed to be answered (an HTTP or JSON error)
     print("\n" + out.stdout.splitlines()[-1])
+
+
+def _score(base: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCORER), base, str(DEV_SET)], capture_output=True, text=True, timeout=300
+    )
 
 
 # -- the lexicon ---------------------------------------------------------------------------

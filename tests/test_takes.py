@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import in_process
 
 from lib.api import create_app
 from lib.config import load_config
@@ -146,7 +147,7 @@ def test_approval_survives_a_restart_and_its_files_are_private(tmp_path: Path) -
     svc.close()
     again = make_service(folder)
     try:
-        with LiveServer(create_app(again)) as live, httpx.Client(base_url=live.url, timeout=30) as client:
+        with in_process(create_app(again)) as client:
             r = tts(client)
             assert r.headers["X-Take"] == "approved" and r.headers["X-Cache-Key"] == take.key
             listed = client.get("/api/takes/approved").json()["approvals"]
@@ -220,7 +221,7 @@ def test_after_a_model_upgrade_the_approved_audio_stays_and_needs_review(tmp_pat
     old.close()
     new = make_service(folder, ToneTwo())
     try:
-        with LiveServer(create_app(new)) as live, httpx.Client(base_url=live.url, timeout=30) as client:
+        with in_process(create_app(new)) as client:
             listed = client.get("/api/takes/approved").json()
             assert listed["model_version"] == "tone-2"
             (row,) = listed["approvals"]

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import httpx
 import numpy as np
 import pytest
-from conftest import tone_service
+from conftest import in_process, tone_service
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -34,7 +34,6 @@ from lib.text.normalise import normalise_text
 from lib.text.numbers import EN_MAX_DIGITS, ZH_DIGITS, ZH_MAX_DIGITS, en_digits, en_int, zh_int
 from lib.text.syllables import RULE_READINGS, unit_kind
 from lib.text.tokens import KINDS, Reading
-from tests.api_server import LiveServer
 
 # -- the generated texts -------------------------------------------------------------------
 
@@ -201,7 +200,7 @@ def test_the_number_readers_at_their_limits() -> None:
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     service = tone_service(tmp_path_factory.mktemp("numbers"))
     try:
-        with LiveServer(create_app(service)) as live, httpx.Client(base_url=live.url, timeout=60) as c:
+        with in_process(create_app(service)) as c:
             yield c
     finally:
         service.close()

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import in_process
 
 from lib.api import create_app
 from lib.config import load_config
 from lib.pipeline.service import TTSService
 from lib.voices.names import confusable_with, mixed_scripts, normalise_name, skeleton
-from tests.api_server import LiveServer
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def service(tmp_path: Path) -> Iterator[TTSService]:
 @pytest.fixture
 def http(service: TTSService, testdata_dir: Path) -> Iterator[httpx.Client]:
     speech = (testdata_dir / "male_prompt.wav").read_bytes()
-    with LiveServer(create_app(service)) as server, httpx.Client(base_url=server.url) as client:
+    with in_process(create_app(service)) as client:
         client.speech = speech  # type: ignore[attr-defined]
         client.timeout = httpx.Timeout(60)
         yield client
