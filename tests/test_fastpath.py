@@ -308,23 +308,38 @@ def test_a_request_that_asked_for_no_trace_leaves_no_prompt_for_the_fast_path(
     assert len(p.service.voices.decoder) == remembered
 
 
-def test_a_miss_is_looked_up_in_memory_once_before_the_worker_thread(
+def test_a_miss_is_read_looked_up_and_resolved_once(
     pair: tuple[Pair, httpx.Client, httpx.Client], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The fast path reads the form and resolves it in memory; on a miss it hands that
+    resolution to the worker thread that makes the answer: no second parse by the
+    endpoint, no second resolution, one look in memory."""
     p, fast, slow = pair
     looked: list[TTSRequest] = []
-    memory_hit = p.service.memory_hit
+    resolved: list[TTSRequest] = []
+    memory_lookup, resolve = p.service.memory_lookup, p.service._resolver.resolve
 
-    def counted(request: TTSRequest) -> Any:
+    def counted_lookup(request: TTSRequest) -> Any:
         looked.append(request)
-        return memory_hit(request)
+        return memory_lookup(request)
 
-    monkeypatch.setattr(p.service, "memory_hit", counted)
-    assert fast.post("/api/tts", data={"text": "Looked up once.", "voice": VOICE}).headers["x-cache"] == "MISS"
-    assert len(looked) == 1  # by the fast path; the endpoint goes straight to a worker thread
+    def counted_resolve(request: TTSRequest) -> Any:
+        resolved.append(request)
+        return resolve(request)
+
+    monkeypatch.setattr(p.service, "memory_lookup", counted_lookup)
+    monkeypatch.setattr(p.service._resolver, "resolve", counted_resolve)
+    miss = fast.post("/api/tts", data={"text": "Looked up once.", "voice": VOICE})
+    assert miss.status_code == 200 and miss.headers["x-cache"] == "MISS"
+    assert len(looked) == 1 and resolved == [] and p.counts.made == 1 and p.counts.tts == 0
+    assert fast.post("/api/tts", data={"text": "Looked up once.", "voice": VOICE}).headers["x-cache"] == "HIT"
+    assert len(looked) == 2 and resolved == [] and p.counts.tts == 1
+    refused = fast.post("/api/tts", data={"text": "Nobody speaks.", "voice": "nobody"})
+    assert refused.status_code == 404 and "nobody" in refused.json()["error"]  # answered as the endpoint would
+    assert len(resolved) == 1  # refused in memory: resolved once more where it is reported
     assert slow.post("/api/tts", data={"text": "Not at all.", "voice": VOICE}).headers["x-cache"] == "MISS"
     assert slow.post("/api/tts", data={"text": "Not at all.", "voice": VOICE}).headers["x-cache"] == "HIT"
-    assert len(looked) == 1
+    assert len(looked) == 3 and len(resolved) == 3  # without the fast path: the endpoint resolves each
 
 
 # -- the service's part: a hit from memory, without I/O --------------------------------------

@@ -23,6 +23,7 @@ from lib.errors import NotFoundError, TTSError, log_safe
 __all__ = [
     "ERROR_RESPONSES",
     "error_response",
+    "failure_response",
     "install_error_handlers",
     "install_routing_errors",
     "validation_message",
@@ -100,16 +101,26 @@ def validation_message(errors: list[Any]) -> tuple[str, str | None]:
     return "; ".join(parts) or "the request is invalid", first
 
 
+def failure_response(request: Request, exc: Exception) -> JSONResponse:
+    """The answer to a request that raised ``exc``: a :class:`TTSError` with its status and
+    message, anything else a logged 500 (a bug). The app's handlers and the hit fast path
+    (which answers some misses itself) both answer through it."""
+    if not isinstance(exc, TTSError):
+        _LOGGER.error("unexpected error on %s %s: %s", request.method, request.url.path, log_safe(exc))
+        return error_response(request, 500, "internal error; the server log has the details")
+    status = exc.http_status
+    if request.url.path == "/v1/audio/speech" and isinstance(exc, NotFoundError):
+        status = 400  # OpenAI answers an unknown voice with 400 invalid_request_error
+    if status >= 500 and status != 503:
+        _LOGGER.error("%s %s failed: %s", request.method, request.url.path, cut_text(str(exc), 200))
+    param = str(exc).split(":", 1)[0] if ":" in str(exc)[:24] else None
+    return error_response(request, status, str(exc), param=param)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(TTSError)
     async def _tts_error(request: Request, exc: TTSError) -> JSONResponse:
-        status = exc.http_status
-        if request.url.path == "/v1/audio/speech" and isinstance(exc, NotFoundError):
-            status = 400  # OpenAI answers an unknown voice with 400 invalid_request_error
-        if status >= 500 and status != 503:
-            _LOGGER.error("%s %s failed: %s", request.method, request.url.path, cut_text(str(exc), 200))
-        param = str(exc).split(":", 1)[0] if ":" in str(exc)[:24] else None
-        return error_response(request, status, str(exc), param=param)
+        return failure_response(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -125,8 +136,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> JSONResponse:
-        _LOGGER.error("unexpected error on %s %s: %s", request.method, request.url.path, log_safe(exc))
-        return error_response(request, 500, "internal error; the server log has the details")
+        return failure_response(request, exc)
 
 
 def _routing_message(request: Request, exc: StarletteHTTPException) -> str | None:

@@ -12,11 +12,14 @@ introspection, more than the whole service lookup) and a hop to a worker thread
   decoded again). The form
   is :class:`lib.api.forms.TTSForm`, the endpoint's own model.
 
-This is the one place a ``POST /api/tts`` is looked up in memory: everything else -- and
-anything it is not sure about: a field that does not validate, a voice, a prompt or an
-entry that is not in memory -- goes on to the endpoint untouched (a form it read is
-replayed), which hands it to a worker thread, so every error and every miss keeps one
-implementation. The answers are built by the endpoints' own functions
+This is the one place a ``POST /api/tts`` is looked up in memory. A form it read whose
+answer is not in memory is answered here too, in a worker thread, from the resolution
+memory made (:meth:`TTSService.memory_lookup`), so that a miss is read, looked up and
+resolved once; its errors are answered as the endpoint's are
+(:func:`lib.api.errors.failure_response`). Everything else -- a form it does not read (a
+stream, ``Accept: application/json``, ``cache=false``, a large body), a field that does not
+validate -- goes on to the endpoint untouched (a form it read is replayed), so every error
+keeps one implementation. The answers are built by the endpoints' own functions
 (:mod:`lib.api.speech`), with the same route in ``scope`` for the HTTP metrics, and the
 service records each request once.
 
@@ -38,8 +41,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lib.pipeline.service import TTSService
 
+from .errors import failure_response
 from .forms import TTSForm
-from .speech import AUDIO_EXTS, hit_bytes, not_modified, stored_response, tts_headers, tts_response
+from .speech import AUDIO_EXTS, answer, hit_bytes, made, not_modified, stored_response, tts_headers, tts_response
 from .uploads import read_upload
 
 __all__ = ["MAX_FORM_BYTES", "MAX_UPLOAD_FORM_BYTES", "FastPathCounts", "HitFastPath", "TTSForm"]
@@ -60,10 +64,13 @@ _URLENCODED = b"application/x-www-form-urlencoded"
 
 @dataclass
 class FastPathCounts:
-    """Requests the fast path answered itself (``app.state.fast_path``)."""
+    """Requests the fast path answered itself (``app.state.fast_path``): memory hits of
+    ``GET /api/audio`` and ``POST /api/tts``, and the ``POST /api/tts`` it had read
+    whose answer was made in a worker thread (``made``)."""
 
     audio: int = 0
     tts: int = 0
+    made: int = 0
 
 
 class HitFastPath:
@@ -166,16 +173,27 @@ class HitFastPath:
         if parsed is None:
             return replay
         form, prompt = parsed
-        result = self.service.memory_hit(form.request(prompt))
-        if result is None:
-            return replay
-        # Recorded as a hit from here on: answer it, whatever it takes.
-        body = await hit_bytes(self.service, result, form.format)
-        response = tts_response(body, form.format, tts_headers(result, form.format, stored=True))
+        request = form.request(prompt)
+        lookup = self.service.memory_lookup(request)
         route = self._route("POST", "/api/tts")
         if route is not None:
             scope["route"] = route
-        self.counts.tts += 1
+        if lookup.result is None:
+            # Not in memory: made here too, in a worker thread, from the form read and the
+            # resolution made here (the request is read and resolved once); its errors
+            # answered as the endpoint's are.
+            self.counts.made += 1
+            try:
+                result, body = await made(self.service, lookup.resolved or request)
+                response = await answer(self.service, result, body, form.format, form.store, None)
+            except Exception as exc:
+                response = failure_response(Request(scope), exc)
+        else:
+            # Recorded as a hit from here on: answer it, whatever it takes.
+            result = lookup.result
+            body = await hit_bytes(self.service, result, form.format)
+            response = tts_response(body, form.format, tts_headers(result, form.format, stored=True))
+            self.counts.tts += 1
         await response(scope, replay, send)
         return None
 

@@ -29,7 +29,7 @@ from lib.errors import NotFoundError, ValidationError
 from lib.pipeline.results import SynthesisResult
 from lib.pipeline.service import TTSService
 from lib.pipeline.streaming import STREAM_FORMATS, encode_stream
-from lib.request.types import TTSRequest
+from lib.request.types import Resolved, TTSRequest
 
 from .errors import ERROR_RESPONSES
 from .forms import TTSForm
@@ -44,6 +44,7 @@ __all__ = [
     "audio_headers",
     "hit_bytes",
     "is_stored",
+    "made",
     "not_modified",
     "speech_router",
     "stored_response",
@@ -100,16 +101,20 @@ _TTS_RESULT_SCHEMA = TTSResult.model_json_schema()
 _TTS_RESPONSES[200]["content"]["application/json"] = {"schema": _TTS_RESULT_SCHEMA}
 
 
+async def made(service: TTSService, request: TTSRequest | Resolved) -> tuple[SynthesisResult, bytes]:
+    """Answer ``request`` (or its resolution) through the service in a worker thread: the
+    result and its bytes in the request's format."""
+
+    def work() -> tuple[SynthesisResult, bytes]:
+        result = service.synthesise(request)
+        return result, answer_bytes(service, result, request.format, request.store)
+
+    return await to_thread.run_sync(work)
+
+
 def speech_router(service: TTSService) -> APIRouter:
     router = APIRouter()
     upload_limit = service.config.prompt.max_upload_bytes
-
-    async def run(request: TTSRequest) -> tuple[SynthesisResult, bytes]:
-        def work() -> tuple[SynthesisResult, bytes]:
-            result = service.synthesise(request)
-            return result, answer_bytes(service, result, request.format, request.store)
-
-        return await to_thread.run_sync(work)
 
     @router.post(
         "/api/tts",
@@ -142,9 +147,9 @@ def speech_router(service: TTSService) -> APIRouter:
                 media_type=STREAM_FORMATS[form.format],
                 headers=headers,
             )
-        # A hit from memory was answered in front of the router (lib.api.fastpath), when it
-        # could be; whatever comes here is answered by the service in a worker thread.
-        result, body = await run(req)
+        # A form the fast path reads (lib.api.fastpath) is answered there, hit or miss;
+        # whatever comes here is answered by the service in a worker thread.
+        result, body = await made(service, req)
         return await answer(service, result, body, form.format, form.store, accept)
 
     @router.head("/api/audio/{key}.{ext}", include_in_schema=False)

@@ -59,9 +59,18 @@ from lib.pipeline.wiring import FROM_ENV, wire
 from lib.request.access import AccessPolicy
 from lib.request.types import ConvertRequest, Resolved, TTSRequest
 
-__all__ = ["TTSService", "get_default_service", "synthesise_with_cache"]
+__all__ = ["MemoryLookup", "TTSService", "get_default_service", "synthesise_with_cache"]
 
 _LOGGER = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryLookup:
+    """What memory alone says of a request (:meth:`TTSService.memory_lookup`): its hit,
+    and its resolution (None when resolving it needs I/O or it was refused)."""
+
+    result: SynthesisResult | None
+    resolved: Resolved | None
 
 
 class TTSService:
@@ -129,23 +138,29 @@ class TTSService:
         answering needs more (a prompt to decode, a voice or an entry from disk, a
         template, the engine) or the request is refused: then call :meth:`synthesise`,
         which records it once."""
+        return self.memory_lookup(request).result
+
+    def memory_lookup(self, request: TTSRequest) -> MemoryLookup:
+        """:meth:`memory_hit`, and on a miss the resolution memory alone made: hand it to
+        :meth:`synthesise` or :meth:`stream` (in a worker thread) so that the request is
+        resolved once. No I/O."""
         started = time.perf_counter()
         try:
             r = self._resolver.resolve_in_memory(request)
         except TTSError:
-            return None
+            return MemoryLookup(None, None)  # refused: synthesise() says why, and records it
         if r is None or not r.use_cache:
-            return None
+            return MemoryLookup(None, r)
         approval = None if r.seeded else self._approved(r.phrase)
         key = r.key if approval is None else approval.key
         entry = self.cache.memory_entry(key)
         if entry is None:
-            return None
+            return MemoryLookup(None, r)
         result = self._hit(key, entry, "memory", started)
         if approval is not None:
             result.take = "approved"
         self._recorder.record(request, r, result, started)
-        return result
+        return MemoryLookup(result, r)
 
     def stream(self, request: TTSRequest | Resolved) -> StreamAnswer:
         """Answer one request as audio chunks, each as soon as it exists. A hit or a

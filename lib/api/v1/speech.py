@@ -36,7 +36,7 @@ from lib.errors import NotFoundError, TTSError, ValidationError
 from lib.pipeline.results import SynthesisResult
 from lib.pipeline.service import TTSService
 from lib.pipeline.streaming import StreamAnswer, encode_stream
-from lib.request.types import TTSRequest
+from lib.request.types import Resolved, TTSRequest
 from lib.request.validate import check_unicode
 
 from ..forms import Seed, Speed
@@ -122,9 +122,10 @@ def speech_router(service: TTSService) -> APIRouter:
         enc = "pcm24k" if body.response_format == "pcm" else body.response_format
         if body.stream_format == "sse":
             return await answers.events(req, enc, body.input, body.instructions or body.style or "")
-        hit = service.memory_hit(req)  # a hit from memory: no thread hop when its bytes are ready
-        if hit is None:
-            result, audio = await to_thread.run_sync(answers.made, req, enc)
+        lookup = service.memory_lookup(req)  # a hit from memory: no thread hop when its bytes are ready
+        hit = lookup.result
+        if hit is None:  # made from the resolution memory made, when it made one: resolved once
+            result, audio = await to_thread.run_sync(answers.made, lookup.resolved or req, enc)
         else:
             ready = service.cache.ready_bytes(hit.key, enc)
             result, audio = hit, ready if ready is not None else await to_thread.run_sync(answers.audio, hit, enc)
@@ -181,12 +182,12 @@ class _Answers:
             return self.service.cache.audio_bytes(result.audio, enc)
         return result.audio.encoded(enc)
 
-    def made(self, req: TTSRequest, enc: str) -> tuple[SynthesisResult, bytes]:
+    def made(self, req: TTSRequest | Resolved, enc: str) -> tuple[SynthesisResult, bytes]:
         with self._unaliased():
             result = self.service.synthesise(req)
         return result, self.audio(result, enc)
 
-    def stream(self, req: TTSRequest) -> StreamAnswer:
+    def stream(self, req: TTSRequest | Resolved) -> StreamAnswer:
         with self._unaliased():
             return self.service.stream(req)
 
@@ -205,10 +206,11 @@ class _Answers:
 
     async def events(self, req: TTSRequest, enc: str, text: str, instructions: str) -> Response:
         """The SSE answer: a hit (or a composed answer) whole at once, a miss as it is made."""
-        result = self.service.memory_hit(req)
+        lookup = self.service.memory_lookup(req)
+        result = lookup.result
         if result is None:
             # Errors before the first event are HTTP errors (status and OpenAI's error object).
-            streamed = await to_thread.run_sync(self.stream, req)
+            streamed = await to_thread.run_sync(self.stream, lookup.resolved or req)
             if streamed.cache not in ("HIT", "COMPOSED"):
                 return self._streaming(streamed, enc, text, instructions)
             result = streamed.result()
