@@ -30,7 +30,7 @@ from lib.request.access import LOCAL
 from lib.request.phrases import PhraseFileError, expand, parse_phrases
 from lib.request.types import TTSRequest
 from lib.ui.convert import CONVERT_FIELDS, build_convert_request, convert_errors
-from lib.ui.forms import FORM_FIELDS, MODE_FORMS, examples, form_errors, form_note, mode_choices
+from lib.ui.forms import FORM_FIELDS, MODE_FORMS, SynthesisForm, examples, form_errors, form_note, mode_choices
 from lib.ui.handlers import Handlers
 from lib.ui.messages import FIELD_LABELS, explain, explain_note, scrub_paths
 from lib.ui.plots import latency_plot
@@ -169,14 +169,13 @@ def test_notes_say_which_values_a_mode_will_not_use() -> None:
 
 def test_form_errors_list_every_field_at_once_with_the_api_rules(service: TTSService) -> None:
     form = ("preset", None, "tone-low", "", "", "", 1.5, 5, "wav", True)
-    errors = form_errors(service, form)
+    errors = form_errors(service, SynthesisForm.of(form))
     assert set(errors) == {"seed", "speed", "text"}
     assert "随机种子 Seed：" in str(errors["seed"]) and "语速 Speed：" in str(errors["speed"])
     good = ("preset", None, "tone-low", "", "你好", "", 4, 1.25, "wav", True)
-    assert form_errors(service, good) == {}
-    assert set(form_errors(service, ("zero_shot", None, "tone-low", "", "你好", "", 0, 1.0, "wav", True))) == {
-        "prompt_audio"
-    }  # fmt: skip
+    assert form_errors(service, SynthesisForm.of(good)) == {}
+    clone = SynthesisForm("zero_shot", None, "tone-low", "", "你好", "", 0, 1.0, "wav", True)
+    assert set(form_errors(service, clone)) == {"prompt_audio"}
     verdicts = Handlers(service, Path("hot.json")).validate(*form, [])
     assert len(verdicts) == len(FORM_FIELDS) + 1
     assert [v["is_valid"] for v in verdicts][6:8] == [False, False] and verdicts[0]["is_valid"]
@@ -221,7 +220,7 @@ def test_the_convert_form_names_the_source_and_the_target(service: TTSService, t
     assert convert_errors(service, (male, None, "tone-low", 0, 1.0, "wav", True)) == {}
     verdicts = Handlers(service, Path("hot.json")).validate_convert(None, male, "tone-low", 0, 1.0, "wav", True, [])
     assert [v["is_valid"] for v in verdicts] == [False] + [True] * len(CONVERT_FIELDS)
-    synth = form_errors(service, ("convert", None, "tone-low", "", "你好", "", 0, 1.0, "wav", True))
+    synth = form_errors(service, SynthesisForm("convert", None, "tone-low", "", "你好", "", 0, 1.0, "wav", True))
     assert str(synth["mode"]).startswith("模式 Mode：变声模式请使用「变声 Convert」按钮 — ")  # not a synthesis
     req = build_convert_request(male, male, "tone-low", 2, 1.5, "mp3", False)
     assert (req.prompt_audio, req.voice, req.seed, req.speed, req.use_cache) == (male, None, 2, 1.5, False)

@@ -29,6 +29,7 @@ __all__ = [
     "MODE_FORMS",
     "ModeForm",
     "Resolutions",
+    "SynthesisForm",
     "build_request",
     "default_voice",
     "examples",
@@ -42,6 +43,55 @@ __all__ = [
 
 #: The inputs of the Synthesise event, in order (the validator answers one per input).
 FORM_FIELDS = ("mode", "prompt_audio", "voice", "prompt_text", "text", "style", "seed", "speed", "format", "use_cache")
+
+
+@dataclass(frozen=True)
+class SynthesisForm:
+    """The Synthesise form as its event gives it (:data:`FORM_FIELDS`, in order): the one
+    record of it every handler, check and panel reads, made once per call by :meth:`of`."""
+
+    mode: str
+    prompt_audio: str | None
+    voice: str | None
+    prompt_text: str
+    text: str
+    style: str
+    seed: Any
+    """As typed: a text box (empty: no seed), checked by :func:`form_seed`."""
+    speed: Any
+    format: str
+    use_cache: bool
+
+    @classmethod
+    def of(cls, values: Sequence[Any]) -> SynthesisForm:
+        """The form from the event's values (the first :data:`FORM_FIELDS`; more are the
+        event's own, e.g. the history)."""
+        return cls(*values[: len(FORM_FIELDS)])
+
+    def request(self) -> TTSRequest:
+        """Turn the form into a request. Which voice fields count depends on the mode: a
+        preset or saved voice in ``preset`` mode; otherwise the prompt audio, or a voice
+        from the list when no audio is given."""
+        mode, prompt_audio, prompt_text = self.mode, self.prompt_audio, self.prompt_text
+        if mode not in MODE_FORMS:
+            raise ValidationError(f"mode: {mode!r} is not a mode; pick one of the modes above")
+        if mode == CONVERT:
+            raise ValidationError("mode: convert mode converts a recording; use the Convert button (API: /convert)")
+        voice = (self.voice or "").strip() or None
+        if mode == "preset":
+            if voice is None:
+                raise ValidationError("voice: pick a preset or saved voice from the list")
+            prompt_audio = None
+        elif prompt_audio:
+            voice = None
+        elif voice is None:
+            raise ValidationError("prompt audio: upload or record a prompt, or pick a saved voice")
+        return TTSRequest(
+            text=self.text or "", prompt_audio=prompt_audio, voice=voice,
+            prompt_text=(prompt_text or "") if mode == "zero_shot" else "",
+            style=self.style or "", seed=form_seed(self.seed), speed=check_speed(self.speed), mode=mode,
+            format=self.format, use_cache=bool(self.use_cache),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -217,28 +267,8 @@ def build_request(
     mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, text: str, style: str,
     seed: Any, speed: Any, fmt: str, use_cache: bool,
 ) -> TTSRequest:  # fmt: skip
-    """Turn the form into a request. Which voice fields count depends on the mode: a
-    preset or saved voice in ``preset`` mode; otherwise the prompt audio, or a voice
-    from the list when no audio is given."""
-    if mode not in MODE_FORMS:
-        raise ValidationError(f"mode: {mode!r} is not a mode; pick one of the modes above")
-    if mode == CONVERT:
-        raise ValidationError("mode: convert mode converts a recording; use the Convert button (API: /convert)")
-    voice = (voice or "").strip() or None
-    if mode == "preset":
-        if voice is None:
-            raise ValidationError("voice: pick a preset or saved voice from the list")
-        prompt_audio = None
-    elif prompt_audio:
-        voice = None
-    elif voice is None:
-        raise ValidationError("prompt audio: upload or record a prompt, or pick a saved voice")
-    return TTSRequest(
-        text=text or "", prompt_audio=prompt_audio, voice=voice,
-        prompt_text=(prompt_text or "") if mode == "zero_shot" else "",
-        style=style or "", seed=form_seed(seed), speed=check_speed(speed), mode=mode, format=fmt,
-        use_cache=bool(use_cache),
-    )  # fmt: skip
+    """The form's values, in :data:`FORM_FIELDS` order, as a request (:meth:`SynthesisForm.request`)."""
+    return SynthesisForm(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache).request()
 
 
 class Resolutions:
@@ -254,7 +284,7 @@ class Resolutions:
         self._kept: OrderedDict[Hashable, tuple[float, Resolved]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def keep(self, form: Sequence[Any], resolved: Resolved) -> None:
+    def keep(self, form: SynthesisForm | Sequence[Any], resolved: Resolved) -> None:
         key = _form_key(form)
         if key is None:
             return
@@ -264,15 +294,15 @@ class Resolutions:
             while len(self._kept) > self.size:
                 self._kept.popitem(last=False)
 
-    def get(self, form: Sequence[Any]) -> Resolved | None:
+    def get(self, form: SynthesisForm | Sequence[Any]) -> Resolved | None:
         """The resolution kept for these form values, or None."""
         return self._find(form, take=False)
 
-    def take(self, form: Sequence[Any]) -> Resolved | None:
+    def take(self, form: SynthesisForm | Sequence[Any]) -> Resolved | None:
         """:meth:`get`, forgetting it: a resolution serves one click."""
         return self._find(form, take=True)
 
-    def _find(self, form: Sequence[Any], *, take: bool) -> Resolved | None:
+    def _find(self, form: SynthesisForm | Sequence[Any], *, take: bool) -> Resolved | None:
         key = _form_key(form)
         if key is None:
             return None
@@ -287,8 +317,9 @@ class Resolutions:
 _KEPT_SECONDS = 10.0
 
 
-def _form_key(form: Sequence[Any]) -> Hashable | None:
-    key = tuple(form)
+def _form_key(form: SynthesisForm | Sequence[Any]) -> Hashable | None:
+    """The form itself (a Synthesise form) or the tuple of its values (the convert form's)."""
+    key = form if isinstance(form, SynthesisForm) else tuple(form)
     try:
         hash(key)
     except TypeError:  # a value Gradio gave as a mapping: resolved each time
@@ -297,27 +328,23 @@ def _form_key(form: Sequence[Any]) -> Hashable | None:
 
 
 def form_errors(
-    service: Resolving, form: Sequence[Any], resolutions: Resolutions | None = None
+    service: Resolving, form: SynthesisForm, resolutions: Resolutions | None = None
 ) -> dict[str, UIMessage]:  # fmt: skip
-    """Every problem of the form ``(mode, prompt_audio, voice, prompt_text, text,
-    style, seed, speed, fmt, use_cache)`` by field, with the API's rules: the fields
-    that stand alone first, then the request as a whole (voice, mode, prompt). With
-    ``resolutions``, a form this click resolved already is good, and a form resolved
-    here is kept there."""
+    """Every problem of the form by field, with the API's rules: the fields that stand
+    alone first, then the request as a whole (voice, mode, prompt). With ``resolutions``,
+    a form this click resolved already is good, and a form resolved here is kept there."""
     if resolutions is not None and resolutions.get(form) is not None:
         return {}
-    mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache = form
-    errors = FieldErrors(FORM_FIELDS, paths=[prompt_audio])
+    errors = FieldErrors(FORM_FIELDS, paths=[form.prompt_audio])
     attempt = errors.attempt
-    attempt("seed", lambda: form_seed(seed))
-    attempt("speed", lambda: check_speed(speed))
-    words = TTSRequest(text=text or "", style=style or "", prompt_text=prompt_text or "")
+    attempt("seed", lambda: form_seed(form.seed))
+    attempt("speed", lambda: check_speed(form.speed))
+    words = TTSRequest(text=form.text or "", style=form.style or "", prompt_text=form.prompt_text or "")
     attempt("text", lambda: normalise_fields(words, service.config))
     if not errors:
-        form_values = (mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
 
         def resolve() -> None:
-            resolved = service.resolve(build_request(*form_values))
+            resolved = service.resolve(form.request())
             if resolutions is not None:
                 resolutions.keep(form, resolved)
 

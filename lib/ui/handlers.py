@@ -30,7 +30,7 @@ from lib.ui.forms import (
     FORM_FIELDS,
     MODE_FORMS,
     Resolutions,
-    build_request,
+    SynthesisForm,
     default_voice,
     form_errors,
     form_note,
@@ -104,7 +104,7 @@ class Handlers(CacheHandlers):
     def clear_result(self, *form: Any) -> tuple[None, str, str, Any, str]:
         """The first step of a request: the result area shows nothing of the last one,
         and, when the form has problems, all of them (the fields may be out of view)."""
-        errors = form_errors(self.service, form[: len(FORM_FIELDS)], self.resolutions) if form else {}
+        errors = form_errors(self.service, SynthesisForm.of(form), self.resolutions) if form else {}
         message = ""
         if errors:
             message = error_html(["请修正以下输入 Please fix:", *(str(m) for m in errors.values())])
@@ -138,7 +138,7 @@ class Handlers(CacheHandlers):
     def validate(self, *values: Any) -> list[dict[str, Any]]:
         """The Synthesise event's validator: a verdict per input (the form fields, then
         the history state), with the API's rules."""
-        errors = form_errors(self.service, values[: len(FORM_FIELDS)], self.resolutions)
+        errors = form_errors(self.service, SynthesisForm.of(values), self.resolutions)
         verdicts = [gr.validate(name not in errors, str(errors.get(name, ""))) for name in FORM_FIELDS]
         return verdicts + [gr.validate(True, "") for _ in values[len(FORM_FIELDS) :]]
 
@@ -151,8 +151,8 @@ class Handlers(CacheHandlers):
         progress(0.1, desc="合成中 Synthesising…")
         form = self.press_generation(request)
         try:
-            fields = (mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
-            req = build_request(*fields)
+            fields = SynthesisForm(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
+            req = fields.request()
             result = self.service.synthesise(self.resolutions.take(fields) or req)
             name, path = self._file(req, result, fmt)
         except TTSError as exc:
@@ -175,8 +175,8 @@ class Handlers(CacheHandlers):
         form = self.press_generation(request)
         live = False
         try:
-            fields = (mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
-            req = build_request(*fields)
+            fields = SynthesisForm(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
+            req = fields.request()
             answer = self.service.stream(self.resolutions.take(fields) or req)
             if answer.cache in ("MISS", "BYPASS"):  # being made: HIT and COMPOSED come whole
                 feed = LiveFeed(answer.chunks, answer.sample_rate)

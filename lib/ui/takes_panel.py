@@ -20,7 +20,7 @@ from lib.errors import TTSError, ValidationError
 from lib.pipeline.results import SynthesisResult
 from lib.request.types import TTSRequest
 from lib.ui.base import HandlerBase, token_box
-from lib.ui.forms import build_request
+from lib.ui.forms import SynthesisForm
 from lib.ui.messages import explain
 from lib.ui.views import download_name
 
@@ -83,7 +83,9 @@ class TakesPanel:
         """N takes of the form's phrase (the form's seed, if any, is the first; else 0).
         Outputs: message, the players, the Approve buttons, the takes' keys (state)."""
         try:
-            req = build_request(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
+            req = SynthesisForm(
+                mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache
+            ).request()
         except TTSError as exc:
             self.h.fail("takes", request, explain(exc, paths=[prompt_audio]))
         return self._render(req, n, "takes", request)
