@@ -56,9 +56,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
-def tone_service(tmp_path: Path, *, admin_token: Any = None, **overrides: Any) -> Any:
-    """A service on the tone test engine with its cache under ``tmp_path`` (``overrides``:
-    config keys, dotted; ``admin_token``: the admin token, None for none)."""
+def tone_service(tmp_path: Path, *, admin_token: Any = None, engine: Any = None, **overrides: Any) -> Any:
+    """A service on the tone test engine (or ``engine``) with its cache under ``tmp_path``
+    (``overrides``: config keys, dotted; ``admin_token``: the admin token, None for none)."""
     from lib.config import load_config
     from lib.engines.tone import ToneEngine
     from lib.pipeline.service import TTSService
@@ -68,7 +68,33 @@ def tone_service(tmp_path: Path, *, admin_token: Any = None, **overrides: Any) -
         "readings.lexicon": str(tmp_path / "lexicon.json"),  # never the working directory's
         **overrides,
     }  # fmt: skip
-    return TTSService(load_config(env={}, overrides=values), ToneEngine(), admin_token=admin_token)
+    return TTSService(load_config(env={}, overrides=values), engine or ToneEngine(), admin_token=admin_token)
+
+
+@pytest.fixture
+def make_service(tmp_path: Path) -> Iterator[Any]:
+    """The one factory of a test's services: ``make_service(admin_token=..., engine=...,
+    **config overrides)`` is :func:`tone_service` in ``tmp_path`` (the first) or a folder
+    of its own in it (the next ones); every service made is closed after the test."""
+    made: list[Any] = []
+
+    def make(**kwargs: Any) -> Any:
+        folder = tmp_path if not made else tmp_path / f"service{len(made)}"
+        made.append(tone_service(folder, **kwargs))
+        return made[-1]
+
+    yield make
+    for service in reversed(made):
+        service.close()
+
+
+@pytest.fixture
+def http(service: Any) -> Iterator[Any]:
+    """The module's ``service`` fixture behind an in-process HTTP client (:func:`in_process`)."""
+    from lib.api import create_app
+
+    with in_process(create_app(service)) as client:
+        yield client
 
 
 @pytest.fixture(scope="session", autouse=True)

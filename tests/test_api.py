@@ -45,10 +45,9 @@ def _service(tmp_path: Path, engine: ToneEngine, *, admin_token: str | None = No
 
 
 @pytest.fixture
-def service(tmp_path: Path, engine: ToneEngine) -> Iterator[TTSService]:
-    svc = _service(tmp_path, engine, admin_token=TOKEN, **{"prompt.max_upload_bytes": 1_000_000})
-    yield svc
-    svc.close()
+def service(make_service: Any, engine: ToneEngine) -> TTSService:
+    service: TTSService = make_service(engine=engine, admin_token=TOKEN, **{"prompt.max_upload_bytes": 1_000_000})
+    return service
 
 
 @pytest.fixture

@@ -40,10 +40,9 @@ def make(tmp_path: Path, **overrides: Any) -> TTSService:
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[TTSService]:
-    svc = make(tmp_path)
-    yield svc
-    svc.close()
+def service(make_service: Any) -> TTSService:
+    service: TTSService = make_service(admin_token="t")
+    return service
 
 
 class Pair:

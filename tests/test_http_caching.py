@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +25,9 @@ def make(tmp_path: Path, **overrides: Any) -> TTSService:
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[TTSService]:
-    svc = make(tmp_path)
-    yield svc
-    svc.close()
-
-
-@pytest.fixture
-def http(service: TTSService) -> Iterator[httpx.Client]:
-    with in_process(create_app(service)) as c:
-        yield c
+def service(make_service: Any) -> TTSService:
+    service: TTSService = make_service(admin_token="t")
+    return service
 
 
 def tts(http: httpx.Client, text: str, **fields: Any) -> httpx.Response:

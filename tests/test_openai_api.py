@@ -7,7 +7,6 @@ its access policy."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ import numpy as np
 import openai
 import pytest
 import soundfile as sf
-from conftest import in_process
 
 from lib.api import create_app
 from lib.audio.pcm import PromptDecoder
@@ -38,17 +36,9 @@ def recording(seconds: float = 2.0, hz: float = 180.0) -> bytes:
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[TTSService]:
-    svc = tone_service(tmp_path, admin_token=TOKEN, **{"openai.voices": {"Onyx": "tone-high"}})
-    yield svc
-    svc.close()
-
-
-@pytest.fixture
-def http(service: TTSService) -> Iterator[httpx.Client]:
-    """The app in this process: the SDK's requests and the form's reach it without a socket."""
-    with in_process(create_app(service)) as c:
-        yield c
+def service(make_service: Any) -> TTSService:
+    service: TTSService = make_service(admin_token=TOKEN, **{"openai.voices": {"Onyx": "tone-high"}})
+    return service
 
 
 @pytest.fixture

@@ -9,8 +9,6 @@ import json
 import struct
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,29 +16,19 @@ import numpy as np
 import openai
 import pytest
 import soundfile as sf
-from conftest import in_process
 from scipy.signal import resample_poly
 
-from lib.api import create_app
 from lib.pipeline.service import TTSService
-from tests.conftest import REPO, tone_service
+from tests.conftest import REPO
 from tests.openai_helpers import ffdecode, ffprobe, needs_ffmpeg
 
 TEXT = "The quick brown fox jumps over the lazy dog."
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[TTSService]:
-    svc = tone_service(tmp_path, admin_token="t0ken")
-    yield svc
-    svc.close()
-
-
-@pytest.fixture
-def http(service: TTSService) -> Iterator[httpx.Client]:
-    """The app in this process: the SDK's requests and the form's reach it without a socket."""
-    with in_process(create_app(service)) as c:
-        yield c
+def service(make_service: Any) -> TTSService:
+    service: TTSService = make_service(admin_token="t0ken")
+    return service
 
 
 @pytest.fixture
