@@ -71,6 +71,17 @@ def tone_service(tmp_path: Path, *, admin_token: Any = None, engine: Any = None,
     return TTSService(load_config(env={}, overrides=values), engine or ToneEngine(), admin_token=admin_token)
 
 
+def wait_until(condition: Any, limit: float = 20.0, every: float = 0.05) -> bool:
+    """Poll ``condition`` until it holds or ``limit`` seconds pass; its last answer (tests
+    assert the outcome, never the time)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(every)
+    return bool(condition())
+
+
 @pytest.fixture
 def make_service(tmp_path: Path) -> Iterator[Any]:
     """The one factory of a test's services: ``make_service(admin_token=..., engine=...,

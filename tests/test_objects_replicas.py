@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import wait_until
 from redis_server import RedisServer, require_redis_server
 from s3_server import ACCESS_KEY, SECRET_KEY, S3Server
 
@@ -73,15 +74,6 @@ def req(text: str, **fields: Any) -> TTSRequest:
 
 def calls(*services: TTSService) -> int:
     return sum(s.engine.calls for s in services)  # type: ignore[attr-defined]
-
-
-def wait_until(condition: Callable[[], bool], limit: float = 20.0) -> bool:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 def test_a_miss_on_one_replica_is_a_hit_on_the_other(make: Make) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import wait_until
 from s3_server import ACCESS_KEY, SECRET_KEY, S3Server
 
 from lib.cache.entry import CachedAudio, pack, unpack
@@ -63,15 +64,6 @@ def blob(key: str = KEY, **meta: Any) -> bytes:
 def names(tier: ObjectTier, part: str = "") -> list[str]:
     root = tier.location.name("")
     return sorted(item.name[len(root) :] for item in tier.client.list(root + part))
-
-
-def wait_until(condition: Callable[[], bool], limit: float = 20.0) -> bool:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 # -- the URL and the configuration ------------------------------------------------------------

@@ -17,12 +17,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import wait_until
 from redis_server import RedisServer, require_redis_server
 
 from lib.cache.entry import unpack
@@ -120,16 +121,6 @@ def _engine_calls(*replicas: Replica) -> int:
     return sum(int(r.status()["engine_calls"]) for r in replicas)
 
 
-def _wait_until(condition: Callable[[], bool], limit: float = 30.0) -> bool:
-    """Poll ``condition`` (bounded; the test asserts on the outcome, not the time)."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
-
-
 def test_a_miss_on_one_replica_is_a_hit_on_the_other(cluster: tuple[RedisServer, Replica, Replica]) -> None:
     _, a, b = cluster
     before = _engine_calls(a, b)
@@ -184,7 +175,7 @@ def test_a_value_corrupted_in_redis_is_not_served(cluster: tuple[RedisServer, Re
     name = f"tts:a:{first['key']}"
     raw = server.client()
     try:
-        assert _wait_until(lambda: raw.exists(name) == 1)  # A writes to Redis in the background
+        assert wait_until(lambda: raw.exists(name) == 1, limit=30.0, every=0.1)  # A writes to Redis in the background
         value = bytearray(raw.get(name) or b"")
         value[-100] ^= 0xFF  # one byte of the FLAC audio
         raw.set(name, bytes(value))
@@ -193,7 +184,7 @@ def test_a_value_corrupted_in_redis_is_not_served(cluster: tuple[RedisServer, Re
         assert second["cache"] == "MISS"  # regenerated, not served from the damaged copy
         assert second["wav_sha256"] == first["wav_sha256"]
         assert b.metric("tts_shared_errors_total") == errors_before + 1
-        assert _wait_until(lambda: raw.exists(name) == 1)  # B wrote a good copy back
+        assert wait_until(lambda: raw.exists(name) == 1, limit=30.0, every=0.1)  # B wrote a good copy back
         assert unpack(raw.get(name) or b"", first["key"]).meta["text"] == text
     finally:
         raw.close()
@@ -245,9 +236,9 @@ def test_killing_redis_leaves_both_replicas_serving_and_they_reconnect(
             assert replica.metric("tts_shared_tier_up") == 0.0
             assert replica.metric("tts_shared_errors_total") >= 1
             assert replica.status()["shared"]["up"] is False
-        assert _wait_until(lambda: len(outcomes) > served_during + 4)  # still serving
+        assert wait_until(lambda: len(outcomes) > served_during + 4, limit=30.0, every=0.1)  # still serving
         server.start()  # same port, empty
-        assert _wait_until(lambda: a.status()["shared"]["up"] and b.status()["shared"]["up"])
+        assert wait_until(lambda: a.status()["shared"]["up"] and b.status()["shared"]["up"], limit=30.0, every=0.1)
     finally:
         stop.set()
         thread.join(timeout=60)
@@ -276,8 +267,8 @@ def test_evicting_a_tag_on_one_replica_removes_it_from_redis_and_the_other_repli
     kept = a.synth("Kept: another voice.", voice="tone-low")
     raw = server.client()
     try:
-        assert _wait_until(lambda: raw.exists(f"tts:a:{made['key']}") == 1)
-        assert _wait_until(lambda: raw.exists(f"tts:a:{kept['key']}") == 1)
+        assert wait_until(lambda: raw.exists(f"tts:a:{made['key']}") == 1, limit=30.0, every=0.1)
+        assert wait_until(lambda: raw.exists(f"tts:a:{kept['key']}") == 1, limit=30.0, every=0.1)
         assert b.synth(text, voice="tone-high")["cache"] == "HIT"  # now in B's memory and on B's disk too
         assert b.lookup(made["key"]) == {"memory": True, "disk": True, "shared": True}
         report = a.call("/evict", {"tag": "voice:preset:tone-high"})
@@ -285,7 +276,9 @@ def test_evicting_a_tag_on_one_replica_removes_it_from_redis_and_the_other_repli
         assert raw.exists(f"tts:a:{made['key']}") == 0  # Redis's copy: gone at once
         assert a.lookup(made["key"]) == {"memory": False, "disk": False, "shared": False}
         # B drops its own copies once it reads the eviction feed (about a second).
-        assert _wait_until(lambda: b.lookup(made["key"]) == {"memory": False, "disk": False, "shared": False})
+        assert wait_until(
+            lambda: b.lookup(made["key"]) == {"memory": False, "disk": False, "shared": False}, limit=30.0, every=0.1
+        )
         assert raw.exists(f"tts:a:{kept['key']}") == 1  # another voice's entry stays
         assert b.lookup(kept["key"])["shared"] is True
         before = _engine_calls(a, b)
@@ -305,7 +298,7 @@ def test_a_voice_saved_on_a_and_deleted_on_b_is_gone_on_a(cluster: tuple[RedisSe
     assert "counter 3" in a.status()["local_voices"]  # A holds its own copy on disk
     assert b.call("/delete_voice", {"name": "counter 3"}) == {"deleted": "counter 3"}
     # Within A's freshness window (10 s) the voice is gone on A too, its local copy included.
-    assert _wait_until(lambda: "counter 3" not in a.status()["voices"], limit=40)
+    assert wait_until(lambda: "counter 3" not in a.status()["voices"], limit=40, every=0.1)
     status, body = a.status_of("/synth", {"text": "Counter three is open.", "voice": "counter 3"})
     assert status == 404 and "no saved or preset voice named 'counter 3'" in body["error"]
     assert "counter 3" not in a.status()["local_voices"]

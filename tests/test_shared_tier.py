@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
+from conftest import wait_until
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis_server import RedisServer, free_port, require_redis_server
@@ -70,16 +71,6 @@ def _entry(key: str = KEY, seconds: float = 0.3) -> bytes:
 
     pcm = (np.sin(np.arange(int(22050 * seconds)) / 7.0) * 8000).astype(np.int16)
     return pack(CachedAudio.from_pcm(key, pcm, 22050, {"engine": "tone"}))
-
-
-def _wait_until(condition: Callable[[], bool], limit: float = 20.0) -> bool:
-    """Poll ``condition`` (bounded; tests assert on the outcome, never on the time)."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 def _dead_url() -> str:
@@ -200,7 +191,7 @@ def test_redis_lease_of_a_dead_holder_expires(raw: redis.Redis) -> None:
     leases = RedisLeases(raw, f"l{uuid.uuid4().hex[:8]}:")
     dead = leases.acquire(KEY, 0.2)  # the holder "dies": never renews, never releases
     assert dead is not None
-    assert _wait_until(lambda: not leases.held(KEY))
+    assert wait_until(lambda: not leases.held(KEY))
     taker = leases.acquire(KEY, 30)
     assert taker is not None and taker != dead
     assert leases.release(KEY, dead) is False  # the late holder cannot delete the new lock
@@ -272,7 +263,7 @@ def test_redis_restarted_is_used_again(tmp_path: Path, caplog: pytest.LogCapture
             assert tier.get(KEY) is None
             assert not tier.up
             own.start()  # same port, empty (no persistence)
-            assert _wait_until(lambda: tier.up)  # the stats publisher probes with backoff
+            assert wait_until(lambda: tier.up)  # the stats publisher probes with backoff
         blob = _entry()
         assert tier.put(KEY, blob)
         assert tier.get(KEY) == blob
@@ -296,7 +287,7 @@ def test_slow_redis_times_out_and_is_skipped(make_tier: Callable[..., SharedTier
         assert faults
     finally:
         admin.close()
-    assert _wait_until(lambda: tier.get(KEY) is not None)
+    assert wait_until(lambda: tier.get(KEY) is not None)
 
 
 # -- statistics -----------------------------------------------------------------------------
@@ -452,14 +443,14 @@ def test_evict_and_clear_reach_the_other_services_local_tiers(tmp_path: Path, se
         assert (report["removed"], report["shared_removed"]) == (1, 1)
         assert a.cache.shared is not None and a.cache.shared.get(made_high.key) is None
         # B reads the eviction feed (about every second) and drops its disk and memory copies.
-        assert _wait_until(
+        assert wait_until(
             lambda: not b.cache.store.contains(made_high.key) and b.cache.memory_entry(made_high.key) is None
         )
         assert b.cache.store.contains(made_low.key)  # another voice: kept
         assert b.synthesise(high).cache == "MISS"
         b.cache.flush()
         a.admin.clear(caller=LOCAL)
-        assert _wait_until(lambda: b.cache.store.stats()["entries"] == 0 and len(b.cache.memory) == 0)
+        assert wait_until(lambda: b.cache.store.stats()["entries"] == 0 and len(b.cache.memory) == 0)
     finally:
         a.close()
         b.close()
@@ -481,7 +472,7 @@ def test_a_replica_that_was_stopped_applies_the_evictions_it_missed(tmp_path: Pa
     try:
         a.admin.evict("voice:preset:tone-high", caller=LOCAL)
         b = _service(tmp_path / "b", server.url)  # same cache directory, restarted
-        assert _wait_until(lambda: not b.cache.store.contains(made.key))
+        assert wait_until(lambda: not b.cache.store.contains(made.key))
     finally:
         a.close()
         b.close()
@@ -504,7 +495,7 @@ def test_evictions_trimmed_before_a_replica_read_them_clear_its_local_tiers(
     raw.xtrim("tts:evictions", maxlen=0)
     b = _service(tmp_path / "b", server.url)
     try:
-        assert _wait_until(lambda: not b.cache.store.contains(made.key))
+        assert wait_until(lambda: not b.cache.store.contains(made.key))
     finally:
         b.close()
 
@@ -554,7 +545,7 @@ def test_voice_saved_while_redis_was_down_is_published_when_it_is_back(tmp_path:
         own.start()
         client = own.client()
         try:
-            assert _wait_until(lambda: svc.cache.shared is not None and svc.cache.shared.up)
+            assert wait_until(lambda: svc.cache.shared is not None and svc.cache.shared.up)
             svc.voices.library._memory.clear()  # past the freshness window
             assert "offline" in svc.voices.library.names()
             assert client.sismember("tts:voices", "offline")  # published by its replica

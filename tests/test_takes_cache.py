@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import logging
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import wait_until
 from redis_server import RedisServer, require_redis_server
 
 from lib.cache.entry import pack
@@ -34,16 +34,6 @@ def make(folder: Path, **overrides: Any) -> TTSService:
 
 def unseeded(svc: TTSService) -> TTSRequest:
     return TTSRequest(text=TEXT, voice="tone-low")
-
-
-def wait_until(condition: Callable[[], bool], limit: float = 20.0) -> bool:
-    """Poll ``condition`` (bounded; the tests assert the outcome, never the time)."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 @pytest.mark.parametrize("policy", ["cost-aware", "least-recently-used"])
