@@ -95,8 +95,11 @@ def chromium() -> Path:
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, TTSService]]:
     """The real app on the builtin engine (shared by the tests of this module)."""
     cache = tmp_path_factory.mktemp("cache")
-    service = TTSService(load_config(env={}, overrides={"cache.dir": str(cache), "engine": "builtin",
-                                                        "builtin.base": "espeak"}))  # fmt: skip
+    overrides = {
+        "cache.dir": str(cache), "engine": "builtin", "builtin.base": "espeak",
+        "readings.lexicon": str(cache.parent / "lexicon.json"),  # the lexicon test edits it
+    }  # fmt: skip
+    service = TTSService(load_config(env={}, overrides=overrides))
     try:
         with serving(webui.create_app(service), _port()) as url:
             yield url, service

@@ -118,7 +118,7 @@ def admin_router(service: TTSService) -> APIRouter:
     async def stats(caller: CallerDep, top: int = 20) -> dict[str, Any]:
         if not 1 <= top <= 100:
             raise ValidationError("top: use 1 to 100")
-        return await to_thread.run_sync(lambda: service.dashboard.snapshot(top, caller=caller))
+        return dict(await to_thread.run_sync(lambda: service.dashboard.snapshot(top, caller=caller)))
 
     @router.post(
         "/api/cache/clear", tags=["cache", "admin"], summary="Clear the cache, one tag, or expired entries (admin)",
@@ -161,7 +161,7 @@ def admin_router(service: TTSService) -> APIRouter:
         responses={503: {"description": "The engine cannot serve"}},
     )  # fmt: skip
     async def healthz() -> JSONResponse:
-        health = dict(service.dashboard.health())
+        health: dict[str, Any] = dict(service.dashboard.health())
         try:
             check = getattr(service.engine, "check", None)
             if callable(check):

@@ -160,7 +160,8 @@ def readings_router(service: TTSService) -> APIRouter:
         },
     )  # fmt: skip
     async def add_entry(caller: CallerDep, entry: LexiconEntryModel) -> dict[str, Any]:
-        return await to_thread.run_sync(lambda: readings.add(entry.term, entry.reading, entry.voice, caller=caller))
+        edit = await to_thread.run_sync(lambda: readings.add(entry.term, entry.reading, entry.voice, caller=caller))
+        return dict(edit)
 
     @router.delete(
         "/api/lexicon/{term:path}", tags=["readings", "admin"], summary="Delete a lexicon entry (admin)",
@@ -171,6 +172,6 @@ def readings_router(service: TTSService) -> APIRouter:
         caller: CallerDep,
         voice: Annotated[str | None, Query(description="Delete the entry scoped to this voice")] = None,
     ) -> dict[str, Any]:
-        return await to_thread.run_sync(lambda: readings.remove(term, voice, caller=caller))
+        return dict(await to_thread.run_sync(lambda: readings.remove(term, voice, caller=caller)))
 
     return router

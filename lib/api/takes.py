@@ -23,7 +23,7 @@ from pydantic import ValidationError as PydanticError
 
 from lib.errors import ValidationError
 from lib.pipeline.service import TTSService
-from lib.takes.operations import DEFAULT_TAKES, MAX_TAKES
+from lib.takes.operations import DEFAULT_TAKES, MAX_TAKES, ApprovalRow
 from lib.takes.records import Approval
 
 from .admin import ADMIN_RESPONSES, CallerDep
@@ -117,7 +117,7 @@ def takes_router(service: TTSService) -> APIRouter:
     return router
 
 
-def _row(service: TTSService, approval: Approval) -> dict[str, Any]:
+def _row(service: TTSService, approval: Approval) -> ApprovalRow | dict[str, Any]:
     for row in service.takes.listing():
         if row["key"] == approval.key:
             return row

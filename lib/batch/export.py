@@ -13,7 +13,9 @@ phrases outside the top are added after it (when their voice has a name).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired
+
+from typing_extensions import TypedDict
 
 from lib.core.logtext import cut_text
 from lib.errors import TTSError
@@ -25,16 +27,56 @@ from lib.takes.records import Approval
 if TYPE_CHECKING:
     from lib.pipeline.service import TTSService
 
-__all__ = ["export_phrases"]
+__all__ = ["ExportedPhrase", "PhraseDocument", "PresetRef", "export_phrases"]
 
 
-def export_phrases(service: TTSService, top: int = 50, *, caller: Caller) -> tuple[dict[str, Any], list[str]]:
+class ExportedPhrase(TypedDict):
+    """One phrase of an exported phrase list: only the fields that differ from a
+    request's defaults, and, for an approved phrase, its take."""
+
+    text: str
+    voice: str
+    """The saved voice's name (the document's ``voices`` maps it to itself)."""
+    style: NotRequired[str]
+    seed: NotRequired[int]
+    speed: NotRequired[float]
+    mode: NotRequired[str]
+    """Only when the phrase was asked for in a mode its voice and style do not imply."""
+    take: NotRequired[str]
+    """The approved take's digest (:func:`lib.takes.records.pcm_digest`)."""
+
+
+class PresetRef(TypedDict):
+    """A voice of the document: the saved voice (or preset) of that name."""
+
+    preset: str
+
+
+class PhraseDocument(TypedDict):
+    """An exported ``hot_phrases.json`` (:mod:`lib.request.phrases` reads it)."""
+
+    version: int
+    voices: dict[str, PresetRef]
+    phrases: list[ExportedPhrase]
+
+
+class _RequestFields(TypedDict):
+    """The :class:`TTSRequest` fields an approved phrase is requested again with."""
+
+    text: str
+    voice: str
+    style: str
+    speed: float
+    seed: int
+
+
+def export_phrases(service: TTSService, top: int = 50, *, caller: Caller) -> tuple[PhraseDocument, list[str]]:
     """The ``top`` most requested phrases as a phrase-list document, and a sentence for
     each phrase that could not be exported (why, in words)."""
     check(caller, Action.READ_TEXTS)
     saved = {v["fingerprint"]: v["name"] for v in service.voices.list(caller=caller) if v.get("fingerprint")}
-    voices: dict[str, dict[str, str]] = {}
-    phrases: list[dict[str, Any]] = []
+    voices: dict[str, PresetRef] = {}
+    phrases: list[ExportedPhrase] = []
     notes: list[str] = []
     approved: set[str] = set()  # phrases exported with their approved take
     for row in service.dashboard.snapshot(top, caller=caller).get("top_requested", []):
@@ -47,10 +89,13 @@ def export_phrases(service: TTSService, top: int = 50, *, caller: Caller) -> tup
                 "save that recording in the Voices tab and use it by name to export it"
             )
             continue
-        phrase: dict[str, Any] = {"text": text, "voice": name}
-        for field, default in (("style", ""), ("seed", 0), ("speed", 1.0)):
-            if row.get(field, default) != default:
-                phrase[field] = row[field]
+        phrase: ExportedPhrase = {"text": text, "voice": name}
+        if row.get("style", "") != "":
+            phrase["style"] = row["style"]
+        if row.get("seed", 0) != 0:
+            phrase["seed"] = row["seed"]
+        if row.get("speed", 1.0) != 1.0:
+            phrase["speed"] = row["speed"]
         as_listed = TTSRequest(
             text=text, voice=name, style=phrase.get("style", ""), seed=int(phrase.get("seed", 0)),
             speed=float(phrase.get("speed", 1.0)),
@@ -77,7 +122,7 @@ def export_phrases(service: TTSService, top: int = 50, *, caller: Caller) -> tup
             if approval.phrase in approved:
                 continue  # another seed of an approved phrase: the approved take stands for it
             approved.add(approval.phrase)
-            phrase.update(seed=approval.seed, take=approval.digest)
+            phrase.update({"seed": approval.seed, "take": approval.digest})
         voices.setdefault(name, {"preset": name})
         phrases.append(phrase)
     for approval in service.takes.book.approvals():
@@ -87,13 +132,13 @@ def export_phrases(service: TTSService, top: int = 50, *, caller: Caller) -> tup
     return {"version": SCHEMA_VERSION, "voices": voices, "phrases": phrases}, notes
 
 
-def _approved_phrase(approval: Approval) -> dict[str, Any]:
-    phrase: dict[str, Any] = {"text": approval.text, "voice": approval.voice}
+def _approved_phrase(approval: Approval) -> ExportedPhrase:
+    phrase: ExportedPhrase = {"text": approval.text, "voice": approval.voice}
     if approval.style:
         phrase["style"] = approval.style
     if approval.speed != 1.0:
         phrase["speed"] = approval.speed
-    phrase.update(seed=approval.seed, take=approval.digest)
+    phrase.update({"seed": approval.seed, "take": approval.digest})
     return phrase
 
 
@@ -115,7 +160,7 @@ def _exportable(approval: Approval, service: TTSService, notes: list[str]) -> bo
     return True
 
 
-def _request_fields(approval: Approval) -> dict[str, Any]:
+def _request_fields(approval: Approval) -> _RequestFields:
     return {
         "text": approval.text, "voice": approval.voice, "style": approval.style, "speed": approval.speed,
         "seed": approval.seed,

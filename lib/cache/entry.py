@@ -15,17 +15,18 @@ import time
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
+from typing_extensions import TypedDict
 
 from lib.audio.encoders import encode, wav_data_offset
 from lib.audio.pcm import decode_flac, wav_bytes
 from lib.audio.provenance import Label, label_of
 from lib.audio.tagging import riff_info
 
-__all__ = ["CachedAudio", "CorruptEntryError", "matches_tag", "pack", "read_header", "unpack"]
+__all__ = ["CachedAudio", "CorruptEntryError", "EntryHeader", "matches_tag", "pack", "read_header", "unpack"]
 
 _MAGIC = b"TTSA"
 _HEAD = struct.Struct("<4sI")
@@ -33,6 +34,50 @@ _HEAD = struct.Struct("<4sI")
 
 class CorruptEntryError(ValueError):
     """A stored entry failed its format or checksum check."""
+
+
+class EntryHeader(TypedDict, total=False):
+    """A packed entry's JSON header (:func:`read_header`): the entry's metadata as
+    :meth:`lib.compose.produce.Producer.meta` and :mod:`lib.compose.composer` build it, plus
+    what :func:`pack` adds. Read back, a header is checked only for being a JSON object, and
+    an entry written by another version may lack any key: readers use ``get`` and check
+    the values they use."""
+
+    key: str
+    """Added by :func:`pack`, like ``sample_rate`` and ``crc32``."""
+    sample_rate: int
+    crc32: int
+    """CRC-32 of the FLAC bytes that follow the header."""
+    created: float
+    duration: float
+    expires: float | None
+    """Unix time the entry stops being served (None: kept until evicted)."""
+    engine: str
+    model_version: str
+    tag: str
+    """``engine:model_version``."""
+    voice: str
+    """The key's voice field: the prompt fingerprint or ``preset:<name>``."""
+    mode: str
+    role: str
+    """``segment``, ``piece`` or ``result`` (:mod:`lib.compose.composer`)."""
+    engine_seconds: float
+    info: dict[str, object]
+    """The engine's own facts about the result."""
+    segments: list[str]
+    """The keys of a segmented result's segments."""
+    template: str
+    unit_lufs: list[float]
+    provider: str
+    """The provenance label's provider (labels on)."""
+    text: str
+    """With ``cache.store_text`` on, like ``style`` and ``speed``."""
+    style: str
+    speed: float
+    phrase: str
+    """The take's phrase id (a synthesis), like ``seed`` and ``voice_name``."""
+    seed: int
+    voice_name: str
 
 
 @dataclass(frozen=True)
@@ -119,7 +164,7 @@ class CachedAudio:
         return _built(self.key, self.pcm, self.sample_rate, meta)
 
 
-def _built(key: str, pcm: NDArray[Any], sample_rate: int, meta: dict[str, Any]) -> CachedAudio:
+def _built(key: str, pcm: NDArray[Any], sample_rate: int, meta: Mapping[str, Any]) -> CachedAudio:
     info = riff_info(label_of(key, meta))
     wav = wav_bytes(pcm, sample_rate, info)
     return CachedAudio(key, sample_rate, wav, meta, offset=len(wav) - pcm.size * 2)
@@ -134,7 +179,7 @@ def pack(entry: CachedAudio) -> bytes:
     return _HEAD.pack(_MAGIC, len(raw)) + raw + flac
 
 
-def read_header(blob: bytes) -> dict[str, Any]:
+def read_header(blob: bytes) -> EntryHeader:
     """The JSON header alone (no audio decode), e.g. for scans by voice."""
     if len(blob) < _HEAD.size:
         raise CorruptEntryError("entry too short")
@@ -142,12 +187,12 @@ def read_header(blob: bytes) -> dict[str, Any]:
     if magic != _MAGIC or _HEAD.size + size > len(blob):
         raise CorruptEntryError("bad entry header")
     try:
-        head = json.loads(blob[_HEAD.size : _HEAD.size + size].decode("utf-8"))
+        head: object = json.loads(blob[_HEAD.size : _HEAD.size + size].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CorruptEntryError("unreadable entry header") from exc
     if not isinstance(head, dict):
         raise CorruptEntryError("bad entry header")
-    return head
+    return cast("EntryHeader", head)  # any JSON object: its values are checked where they are used
 
 
 def matches_tag(head: Mapping[str, Any], tag: str) -> bool:

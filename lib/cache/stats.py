@@ -18,12 +18,14 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal, NotRequired
+
+from typing_extensions import TypedDict
 
 from lib.cache.handle import DiskHandle
 
-__all__ = ["COUNTERS", "Phrase", "Stats"]
+__all__ = ["COUNTERS", "Phrase", "PhraseRow", "Stats", "StatsSnapshot", "TopPhrase"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -51,6 +53,49 @@ class Phrase:
     seed: int = 0
     speed: float = 1.0
     mode: str = ""
+
+
+class PhraseRow(TypedDict):
+    """A :class:`Phrase` with its counts, as the phrase table keeps it (in the stats store,
+    by cache key). A row read back from the store is not checked: readers use ``get``."""
+
+    text: str
+    voice: str
+    voice_id: str
+    style: str
+    seed: int
+    speed: float
+    mode: str
+    count: int
+    """Times requested (hits and misses)."""
+    misses: int
+
+
+class TopPhrase(PhraseRow):
+    """One of the most requested (or missed) phrases in :meth:`Stats.snapshot`."""
+
+    key: str
+    """Its cache key."""
+
+
+class StatsSnapshot(TypedDict):
+    """:meth:`Stats.snapshot`: the counters (every name of :data:`COUNTERS`) and what follows from them."""
+
+    since_start: dict[str, int]
+    """This process's counters."""
+    total: dict[str, int]
+    """Every process's counters, persisted and not yet flushed."""
+    hit_rate: float
+    """User hits over hits and misses, since start (0.0 before any)."""
+    hit_rate_total: float
+    engine_seconds_saved: float
+    engine_seconds_saved_total: float
+    engine_seconds_saved_last_hour: float
+    started: float
+    """Unix time this process's statistics began."""
+    top_requested: NotRequired[list[TopPhrase]]
+    """Only when texts were asked for (``top`` > 0)."""
+    top_missed: NotRequired[list[TopPhrase]]
 
 
 class Stats:
@@ -139,13 +184,13 @@ class Stats:
         with self._lock:
             return round(sum(ms for minute, ms in self._saved_by_minute if minute >= since) / 1000, 3)
 
-    def snapshot(self, top: int = 20) -> dict[str, Any]:
+    def snapshot(self, top: int = 20) -> StatsSnapshot:
         """Counters since start and in total, hit rates, and the ``top`` most requested
         and most missed phrases (``top=0``: none, and no text leaves this method)."""
         with self._flushing:
             return self._snapshot(top)
 
-    def _snapshot(self, top: int) -> dict[str, Any]:
+    def _snapshot(self, top: int) -> StatsSnapshot:
         persisted: dict[str, Any] = {}
         if self._store is not None:
             with self._store.using("stats") as cache:
@@ -161,7 +206,7 @@ class Stats:
             totals = {name: int(persisted.get(name, 0)) + unflushed[name] for name in COUNTERS}
         else:
             totals = dict(since)
-        snap: dict[str, Any] = {
+        snap: StatsSnapshot = {
             "since_start": since,
             "total": totals,
             "hit_rate": _rate(since["hits"], since["misses"]),
@@ -176,7 +221,7 @@ class Stats:
             snap["top_missed"] = _top(table, "misses", top)
         return snap
 
-    def _merged(self, table: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    def _merged(self, table: dict[str, PhraseRow]) -> dict[str, PhraseRow]:
         """The persisted phrase table plus what is not flushed yet (lock held)."""
         for key, n in self._requested.items():
             row = table.setdefault(key, _row(self._phrases[key]))
@@ -208,7 +253,7 @@ class Stats:
                     for name, n in pending.items():
                         cache.incr(f"count:{name}", n)
                     if requested:
-                        table: dict[str, dict[str, Any]] = dict(cache.get("phrases", {}))
+                        table: dict[str, PhraseRow] = dict(cache.get("phrases", {}))
                         for key, n in requested.items():
                             row = table.setdefault(key, _row(phrases[key]))
                             row["count"] = row.get("count", 0) + n
@@ -248,15 +293,17 @@ class Stats:
             self.flush()
 
 
-def _row(phrase: Phrase) -> dict[str, Any]:
-    row = asdict(phrase)
-    row.update(count=0, misses=0)
-    return row
+def _row(phrase: Phrase) -> PhraseRow:
+    # Every field of Phrase in its order (what dataclasses.asdict gave), then the counts.
+    return {
+        "text": phrase.text, "voice": phrase.voice, "voice_id": phrase.voice_id, "style": phrase.style,
+        "seed": phrase.seed, "speed": phrase.speed, "mode": phrase.mode, "count": 0, "misses": 0,
+    }  # fmt: skip
 
 
-def _top(table: dict[str, dict[str, Any]], by: str, top: int) -> list[dict[str, Any]]:
+def _top(table: dict[str, PhraseRow], by: Literal["count", "misses"], top: int) -> list[TopPhrase]:
     rows = sorted(((k, v) for k, v in table.items() if v.get(by, 0) > 0), key=lambda kv: (-kv[1][by], kv[0]))
-    return [dict(v, key=k) for k, v in rows[:top]]
+    return [{**v, "key": k} for k, v in rows[:top]]
 
 
 def _rate(hits: int, misses: int) -> float:

@@ -26,7 +26,7 @@ from typing import Any
 import diskcache
 
 from lib.cache.diskutil import Reserve, is_full, wal_settings
-from lib.cache.entry import CachedAudio, CorruptEntryError, pack, read_header, unpack
+from lib.cache.entry import CachedAudio, CorruptEntryError, EntryHeader, pack, read_header, unpack
 from lib.cache.handle import STORE_ERRORS, DiskHandle
 from lib.cache.keeper import Keeper
 from lib.cache.keys import KEY_RE
@@ -365,7 +365,7 @@ class AudioStore:
                 self._keeper.flush(cache)
         self._disk.close()
 
-    def count_where(self, match: Callable[[dict[str, Any]], bool]) -> int | None:
+    def count_where(self, match: Callable[[EntryHeader], bool]) -> int | None:
         """How many entries' headers (their metadata, never the audio) ``match``; None
         when the store cannot be read. An admin action: O(entries), about 20 µs each."""
         with self._using("count") as cache:
@@ -374,7 +374,7 @@ class AudioStore:
             return sum(1 for _key, head in _headers(cache) if match(head))
         return None
 
-    def _evict_where(self, match: Callable[[dict[str, Any]], bool]) -> int:
+    def _evict_where(self, match: Callable[[EntryHeader], bool]) -> int:
         removed = 0
         with self._using("evict", write=True) as cache:
             if cache is None:
@@ -386,7 +386,7 @@ class AudioStore:
         return removed
 
 
-def _headers(cache: diskcache.Cache) -> Iterator[tuple[Any, dict[str, Any]]]:
+def _headers(cache: diskcache.Cache) -> Iterator[tuple[Any, EntryHeader]]:
     """Every entry's key and header, read from the first bytes of its value only; an
     entry gone meanwhile or not readable is skipped."""
     for key in list(cache.iterkeys()):

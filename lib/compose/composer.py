@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from typing_extensions import TypedDict
 
 from lib.audio.pcm import float_to_int16
 from lib.cache.entry import CachedAudio
@@ -51,9 +52,20 @@ from lib.config import AppConfig
 from lib.core.metrics import Metrics
 from lib.request.types import Resolved
 
-__all__ = ["Composer", "Made", "OnChunk"]
+__all__ = ["Composer", "Made", "OnChunk", "SegmentInfo"]
 
 _LOGGER = logging.getLogger(__name__)
+
+
+class SegmentInfo(TypedDict, total=False):
+    """:meth:`Made.info`: how a segmented answer was made, merged into the result's ``info``
+    (empty for an answer of one piece)."""
+
+    segments: int
+    segments_reused: int
+    """Segments or pieces found in the cache."""
+    segments_synthesised: int
+    """Segments or pieces the engine made for this answer."""
 
 
 #: Receives each finished stretch of a result (int16 PCM) as soon as it exists.
@@ -76,7 +88,7 @@ class Made:
         for name, ms in spent.items():
             self.timings[name] = round(self.timings.get(name, 0.0) + ms, 3)
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> SegmentInfo:
         if not self.segments:
             return {}
         return {"segments": self.segments, "segments_reused": self.reused, "segments_synthesised": self.synthesised}

@@ -4,7 +4,6 @@ stays one line and never carries a whole announcement."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 __all__ = ["cut_fields", "cut_text"]
 
@@ -14,6 +13,6 @@ def cut_text(text: str, n: int = 32) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def cut_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+def cut_fields(fields: Mapping[str, object]) -> dict[str, object]:
     """``fields`` for a log line: every text value cut to 32 characters."""
     return {k: cut_text(v) if isinstance(v, str) else v for k, v in fields.items()}

@@ -3,7 +3,7 @@ services in one process (tests) do not collide."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -20,7 +20,7 @@ _LATENCY_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1,
 class _GaugeCollector(Collector):
     """Gauges computed at scrape time from the live store, so they are never stale."""
 
-    def __init__(self, read: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, read: Callable[[], Mapping[str, Any]]) -> None:
         self._read = read
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -54,7 +54,7 @@ class _GaugeCollector(Collector):
 class Metrics:
     """The service's instruments."""
 
-    def __init__(self, gauges: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, gauges: Callable[[], Mapping[str, Any]]) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         r = self.registry
         self.requests = Counter("tts_cache_requests", "Synthesis requests by cache result", ["result"], registry=r)

@@ -20,11 +20,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from lib.config.watchdog import WatchdogConfig
 from lib.core.logtext import cut_text
 from lib.core.metrics import Metrics
+from lib.core.reports import ProbeResult
 from lib.engines.base import Engine
 from lib.engines.plausible import check_result
 from lib.errors import EngineTimeoutError, EngineUnavailableError, TTSError, log_safe
@@ -51,7 +52,7 @@ class Watchdog(Protocol):
 
     def run(self, call: str, deadline: float, fn: Callable[[], T]) -> T: ...
 
-    def record_probe(self, found: dict[str, Any]) -> None: ...
+    def record_probe(self, found: ProbeResult) -> None: ...
 
     def postpone_probe(self) -> None: ...
 
@@ -60,7 +61,7 @@ class Watchdog(Protocol):
     def refusing(self) -> bool: ...
 
 
-def probe(watchdog: Watchdog) -> dict[str, Any]:
+def probe(watchdog: Watchdog) -> ProbeResult:
     """One probe synthesis now; what it found (``ok``, ``result``, ``error``,
     ``seconds``, ``at``), also recorded in ``watchdog`` unless it did not run."""
     engine = watchdog.engine
@@ -94,7 +95,7 @@ def probe(watchdog: Watchdog) -> dict[str, Any]:
         result, error = "failed", f"{type(exc).__name__}: {exc}"
     if error and language:
         error = f"{language}: {error}"
-    found = {
+    found: ProbeResult = {
         "ok": result == "ok", "result": result, "error": cut_text(error, 160) if error else None,
         "seconds": round(time.monotonic() - started, 3), "at": round(time.time(), 3),
     }  # fmt: skip

@@ -32,11 +32,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from lib.config.watchdog import WatchdogConfig
 from lib.core.logtext import cut_text
 from lib.core.metrics import Metrics
+from lib.core.reports import EngineHealth, HealthReport, ProbeResult
 from lib.engines.base import Engine
 from lib.engines.probe import Prober
 from lib.errors import EngineError, EngineTimeoutError, EngineUnavailableError, TTSError, log_safe
@@ -98,7 +99,7 @@ class Watchdog:
         self._interrupted = False
         self._failures = 0
         self._last_error = ""
-        self._probe: dict[str, Any] | None = None
+        self._probe: ProbeResult | None = None
         self._probe_due = time.monotonic() + config.probe_interval
         self.timeouts = 0
         self._prober = Prober(self) if config.probe_interval > 0 else None
@@ -282,14 +283,15 @@ class Watchdog:
 
     # -- health -----------------------------------------------------------------------------
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> EngineHealth:
         """``state`` ok, stuck or failing, and why (``reason``), for ``/healthz``."""
         now = time.monotonic()
         with self._cond:
             late = [c for c in self._calls if c.overdue_since is not None or now > c.due]
-            probe = dict(self._probe) if self._probe is not None else None
+            probe = self._probe.copy() if self._probe is not None else None
             failures, last_error, in_flight = self._failures, self._last_error, len(self._calls)
         reason = None
+        state: Literal["ok", "stuck", "failing"]
         problems: list[str] = list(getattr(self.engine, "health_problems", list)())
         if late:
             state, reason = "stuck", "engine stuck: " + self._stuck_message(min(late, key=lambda c: c.started))
@@ -307,7 +309,7 @@ class Watchdog:
             "failures_in_a_row": failures, "probe": probe,
         }  # fmt: skip
 
-    def annotate(self, health: dict[str, Any]) -> dict[str, Any]:
+    def annotate(self, health: HealthReport) -> HealthReport:
         """``health`` (the stores', lib.ops.dashboard) with the engine's: ``engine_state``,
         and "degraded" with the reason while the engine is stuck or failing."""
         engine = self.health()
@@ -324,7 +326,7 @@ class Watchdog:
 
     # -- probes (lib.engines.probe runs them) ---------------------------------------------------
 
-    def record_probe(self, found: dict[str, Any]) -> None:
+    def record_probe(self, found: ProbeResult) -> None:
         with self._cond:
             self._probe = found
         self._gauge()

@@ -21,7 +21,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from typing_extensions import TypedDict
 
 from lib.cache.breaker import Breaker
 from lib.cache.entry import CachedAudio, CorruptEntryError, read_header
@@ -35,12 +37,47 @@ from lib.objects.leases import ObjectLeases
 from lib.objects.playable import Playable
 from lib.objects.sigv4 import Credentials
 
-__all__ = ["ObjectTier"]
+__all__ = ["ObjectCounts", "ObjectTier", "ObjectsStatus"]
 
 _LOGGER = logging.getLogger(__name__)
 
 _BATCH = 1000  # objects deleted per request
 _SWEEP_LEASE = 300.0
+
+_Outcome = Literal["hits", "misses", "expired", "puts", "corrupt", "evicted", "swept"]
+
+
+class ObjectCounts(TypedDict):
+    """What this replica's calls to the object store came to, since start."""
+
+    hits: int
+    misses: int
+    expired: int
+    """Entries found past their expiry (never served)."""
+    puts: int
+    corrupt: int
+    """Entries that failed verification (deleted, made again)."""
+    evicted: int
+    swept: int
+    """Expired entries the sweep deleted."""
+
+
+class ObjectsStatus(ObjectCounts):
+    """:meth:`ObjectTier.status`: the tier on the dashboard (``objects``): no credential, no user text."""
+
+    url: str
+    up: bool
+    errors: int
+    """Faults counted by the breaker."""
+    last_error: str | None
+    down_since: float | None
+    """Unix time the store became unreachable (None: it is up)."""
+    redirect: bool
+    """Whether ``/api/audio`` redirects to presigned URLs (``cache.objects_redirect``)."""
+    leases: bool
+    """Whether single-flight leases live in the store (no Redis)."""
+    evictions_feed: bool
+    """Whether evictions reach the other replicas through the store (no Redis)."""
 
 
 def _expires(metadata: dict[str, str] | Any) -> float | None:
@@ -83,7 +120,9 @@ class ObjectTier:
         self.feed: ObjectFeed | None = None
         """Evictions for the other replicas, when this tier carries them (no Redis)."""
         self._lock = threading.Lock()
-        self._counts = dict.fromkeys(("hits", "misses", "expired", "puts", "corrupt", "evicted", "swept"), 0)
+        self._counts: ObjectCounts = {
+            "hits": 0, "misses": 0, "expired": 0, "puts": 0, "corrupt": 0, "evicted": 0, "swept": 0,
+        }  # fmt: skip
         self._sweep_every = sweep_every
         self._probe_every = probe_every
         self._leases: ObjectLeases | None = None
@@ -112,10 +151,10 @@ class ObjectTier:
         self.feed = ObjectFeed(self.client, self.layout, self.breaker, where=self.url)
         self.feed.follow(apply, state_file)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> ObjectsStatus:
         """What the dashboard shows: no credential, no user text."""
         with self._lock:
-            counts = dict(self._counts)
+            counts = self._counts.copy()
         return {
             "url": self.url,
             "up": self.up,
@@ -232,7 +271,7 @@ class ObjectTier:
 
     # -- internals --------------------------------------------------------------------------
 
-    def _count(self, name: str, n: int = 1) -> None:
+    def _count(self, name: _Outcome, n: int = 1) -> None:
         with self._lock:
             self._counts[name] += n
 

@@ -22,7 +22,8 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+
+from typing_extensions import TypedDict
 
 from lib.cache.keys import KeyFields
 from lib.cache.store import AudioStore
@@ -30,9 +31,25 @@ from lib.errors import TTSError
 from lib.request.phrases import expand, load_phrases
 from lib.request.types import Resolved, TTSRequest
 
-__all__ = ["Readiness"]
+__all__ = ["Readiness", "VersionRow"]
 
 _LOGGER = logging.getLogger(__name__)
+
+
+class VersionRow(TypedDict):
+    """One model version in the cache (:meth:`Readiness.versions`; the dashboard's ``model_versions``)."""
+
+    tag: str
+    """``engine:model_version``."""
+    engine: str
+    model_version: str
+    entries: int
+    """Its entries on disk."""
+    hot_ready: int
+    """Hot phrases it already has."""
+    hot_total: int
+    serving: bool
+    """Whether it is the version this service serves."""
 
 
 class Readiness:
@@ -51,10 +68,10 @@ class Readiness:
         self.current = current
         """The serving version's tag (``engine:model_version``)."""
         self._lock = threading.Lock()
-        self._answer: tuple[object, list[dict[str, Any]]] | None = None
+        self._answer: tuple[object, list[VersionRow]] | None = None
         self._fields: tuple[tuple[str, int, str], list[KeyFields]] | None = None
 
-    def versions(self, counts: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
+    def versions(self, counts: Mapping[str, int] | None = None) -> list[VersionRow]:
         """``[{"tag", "engine", "model_version", "entries", "hot_ready", "hot_total",
         "serving"}]``, the serving version first. ``counts``: the entries per tag as the
         caller read them (:meth:`AudioStore.tags`), so that its other figures and these
@@ -66,7 +83,7 @@ class Readiness:
         with self._lock:
             if self._answer is not None and self._answer[0] == stamp:
                 return self._answer[1]
-        rows = []
+        rows: list[VersionRow] = []
         for tag, entries in counts.items():
             engine, _, version = tag.partition(":")
             ready = sum(

@@ -26,11 +26,14 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Unpack
+
+from typing_extensions import TypedDict
 
 from lib.config import AppConfig
 from lib.config.readings import lexicon_path, load_lexicon
 from lib.core.logtext import cut_text
+from lib.core.reports import LexiconStatus
 from lib.errors import NotFoundError, StoreUnavailableError, ValidationError
 from lib.readings.journal import Change, Journal, diff
 from lib.readings.stale import HeaderStore, VoiceIds, count_stale, old_keys
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "JIEBA_MIN_LIMIT",
     "JOURNAL_NAME",
+    "LexiconEdit",
     "Readings",
     "check_language",
     "lexicon_path",
@@ -69,6 +73,22 @@ _PARTS_KEPT = 4096
 
 _READER: MandarinReader | None = None
 _READER_LOCK = threading.Lock()
+
+
+class _Edited(TypedDict, total=False):
+    """The entry an edit set (``entry``) or deleted (``deleted``), as ``GET /api/lexicon`` lists it."""
+
+    entry: dict[str, str | None]
+    deleted: dict[str, str | None]
+
+
+class LexiconEdit(_Edited):
+    """:meth:`Readings.add` and :meth:`Readings.remove`: the entry, and what the edit did to the cache."""
+
+    stale: int | None
+    """Cached entries the edit made stale (None: not known, ``cache.store_text`` off)."""
+    lexicon_version: str
+    """The lexicon's version after the edit."""
 
 
 def shared_reader(jieba_dir: Path | None) -> MandarinReader:
@@ -186,7 +206,7 @@ class Readings:
         self._refresh()
         return [e.to_json() for e in self.lexicon.snapshot()]
 
-    def add(self, term: object, reading: object, voice: object = None, *, caller: Caller) -> dict[str, Any]:
+    def add(self, term: object, reading: object, voice: object = None, *, caller: Caller) -> LexiconEdit:
         """Add or replace an entry (the admin). Raises :class:`LexiconError` (422) naming
         a bad entry or a full lexicon, :class:`StoreUnavailableError` (503) when the file
         or the shared tier cannot take it (nothing changed then)."""
@@ -211,7 +231,7 @@ class Readings:
         _LOGGER.info("lexicon entry %r set to %r (voice %s)", cut_text(entry.term), entry.reading, entry.voice)
         return self._answer(changes, entry=entry.to_json())
 
-    def remove(self, term: str, voice: str | None = None, *, caller: Caller) -> dict[str, Any]:
+    def remove(self, term: str, voice: str | None = None, *, caller: Caller) -> LexiconEdit:
         """Delete the entry of ``term`` in scope ``voice`` (the admin);
         :class:`NotFoundError` (404) if there is none."""
         check(caller, Action.LEXICON)
@@ -236,7 +256,7 @@ class Readings:
         _LOGGER.info("lexicon entry %r deleted (voice %s)", cut_text(found.term), found.voice)
         return self._answer(changes, deleted=found.to_json())
 
-    def _answer(self, changes: list[Change], **what: Any) -> dict[str, Any]:
+    def _answer(self, changes: list[Change], **what: Unpack[_Edited]) -> LexiconEdit:
         stale: int | None = 0
         for c in changes:
             stale = None if c.stale is None or stale is None else stale + c.stale
@@ -311,7 +331,7 @@ class Readings:
 
     # -- the dashboard and the preload ------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> LexiconStatus:
         """What the dashboard shows: the lexicon's size and versions, and the last changes
         with how many cached entries each made stale (``last_change.stale``; None while
         being counted, or when ``cache.store_text`` is off)."""

@@ -17,10 +17,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
+from lib.core.reports import LexiconChange
 from lib.text.lexicon import LexiconEntry
 
 __all__ = ["Change", "Journal", "diff"]
@@ -52,11 +53,15 @@ class Change:
     """Cached entries the change made stale (None: not counted, or texts not stored)."""
 
     @property
-    def action(self) -> str:
+    def action(self) -> Literal["added", "replaced", "deleted"]:
         return "added" if self.before is None else "deleted" if self.after is None else "replaced"
 
-    def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "action": self.action}
+    def to_json(self) -> LexiconChange:
+        # Every field in its order (what dataclasses.asdict gave), then the action.
+        return {
+            "term": self.term, "voice": self.voice, "before": self.before, "after": self.after, "at": self.at,
+            "origin": self.origin, "stale": self.stale, "action": self.action,
+        }  # fmt: skip
 
 
 def diff(

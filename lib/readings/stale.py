@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
+from lib.cache.entry import EntryHeader
 from lib.cache.keys import KeyFields
 from lib.readings.journal import Change
 from lib.text.lexicon import LexiconEntry
@@ -29,7 +30,7 @@ VoiceIds = Callable[[str], set[str]]
 class HeaderStore(Protocol):
     """The disk tier as the count needs it (:class:`lib.cache.store.AudioStore`)."""
 
-    def count_where(self, match: Callable[[dict[str, Any]], bool]) -> int | None: ...
+    def count_where(self, match: Callable[[EntryHeader], bool]) -> int | None: ...
 
 
 def count_stale(
@@ -50,7 +51,7 @@ def count_stale(
         else:
             rules.append((c.term, voice_ids(c.voice), set()))
 
-    def match(head: dict[str, Any]) -> bool:
+    def match(head: EntryHeader) -> bool:
         text = head.get("text")
         if not isinstance(text, str) or not text:
             return False

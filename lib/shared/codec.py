@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from typing import Any
+from typing import Any, cast
+
+from lib.core.reports import VoiceRecord
 
 __all__ = [
     "CorruptValueError", "as_bytes", "as_text", "decode_voice", "encode_voice", "read_versioned", "seal", "unseal",
@@ -48,7 +50,7 @@ def unseal(magic: bytes, value: bytes) -> bytes:
     return payload
 
 
-def encode_voice(name: str, record: dict[str, Any]) -> bytes:
+def encode_voice(name: str, record: VoiceRecord) -> bytes:
     """A library record (``flac`` bytes plus JSON-safe fields) as a sealed value.
     The name is stored inside, so a value copied under another name is refused."""
     flac = record.get("flac")
@@ -60,8 +62,9 @@ def encode_voice(name: str, record: dict[str, Any]) -> bytes:
     return seal(VOICE_MAGIC, _HEAD.pack(len(raw)) + raw + flac)
 
 
-def decode_voice(name: str, value: bytes) -> dict[str, Any]:
-    """Inverse of :func:`encode_voice`."""
+def decode_voice(name: str, value: bytes) -> VoiceRecord:
+    """Inverse of :func:`encode_voice`: a JSON object stored under ``name``, with its
+    FLAC bytes; its other fields are not checked (the library reads them with defaults)."""
     payload = unseal(VOICE_MAGIC, value)
     if len(payload) < _HEAD.size:
         raise CorruptValueError("voice record too short")
@@ -75,7 +78,7 @@ def decode_voice(name: str, value: bytes) -> dict[str, Any]:
     if not isinstance(head, dict) or head.pop("name", None) != name:
         raise CorruptValueError("voice record stored under another name")
     head["flac"] = bytes(payload[_HEAD.size + size :])
-    return head
+    return cast(VoiceRecord, head)
 
 
 def as_bytes(value: Any) -> bytes:

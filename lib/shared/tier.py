@@ -35,12 +35,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from typing_extensions import TypedDict
 
 from lib.cache.leases import Leases
 from lib.config import MAX_TTL
@@ -54,12 +55,72 @@ from lib.shared.lexicon import LexiconKeys
 from lib.shared.takes import TakeKeys
 from lib.shared.voices import VoiceKeys
 
-__all__ = ["SharedTier"]
+__all__ = ["ClusterState", "SharedCounts", "SharedStatus", "SharedTier"]
 
 _LOGGER = logging.getLogger(__name__)
 
 _SCAN_BATCH = 500
 _STAT_FIELDS = ("hits", "misses", "bypasses", "errors", "engine_calls")
+
+_Outcome = Literal["hits", "misses", "puts", "corrupt"]
+_OUTCOMES: tuple[_Outcome, ...] = ("hits", "misses", "puts", "corrupt")
+
+
+class SharedCounts(TypedDict):
+    """This replica's calls to Redis for audio entries, since start."""
+
+    hits: int
+    misses: int
+    puts: int
+    corrupt: int
+    """Entries that failed verification (deleted, made again)."""
+
+
+class ClusterState(TypedDict):
+    """Every live replica's published counters, their sum and Redis's memory (:meth:`SharedTier.status`)."""
+
+    replicas: list[dict[str, str | float]]
+    """One row per live replica: ``replica`` (its id) and whatever counters it published
+    (``updated``, the unix time of its report; ``hits``...; ``shared_hits``...)."""
+    cluster: dict[str, float]
+    """The sum of every replica's ``hits``, ``misses``, ``bypasses``, ``errors``, ``engine_calls``,
+    ``shared_hits`` and ``shared_errors``, and their ``hit_rate``."""
+    redis_memory_bytes: int | None
+    redis_maxmemory: int | None
+    """0: no limit."""
+    redis_maxmemory_policy: str | None
+
+
+class _SeenCluster(TypedDict, total=False):
+    """:class:`ClusterState`'s keys in :class:`SharedStatus`: the last ones read (none before Redis was read)."""
+
+    replicas: list[dict[str, str | float]]
+    cluster: dict[str, float]
+    redis_memory_bytes: int | None
+    redis_maxmemory: int | None
+    redis_maxmemory_policy: str | None
+
+
+_NO_CLUSTER: _SeenCluster = {}
+
+
+class SharedStatus(SharedCounts, _SeenCluster):
+    """:meth:`SharedTier.status`: the shared tier on the dashboard (``shared``) and in
+    ``/api/cache/stats``: this replica's view, then the cluster as last read."""
+
+    url: str
+    """Without its password."""
+    up: bool
+    replica: str
+    """This replica's id."""
+    namespace: str
+    errors: int
+    """Faults counted by the breaker."""
+    last_error: str | None
+    down_since: float | None
+    """Unix time Redis became unreachable (None: it is up)."""
+    stale: bool
+    """Whether the cluster figures are the last known (Redis is down)."""
 
 
 def redact(url: str) -> str:
@@ -112,8 +173,8 @@ class SharedTier(VoiceKeys, LexiconKeys, TakeKeys):
         self._remote_leases = RedisLeases(self.client, namespace + "lock:")
         self._local_leases: Leases | None = None
         self._lock = threading.Lock()
-        self._counts = {"hits": 0, "misses": 0, "puts": 0, "corrupt": 0}
-        self._last_cluster: dict[str, Any] = {}
+        self._counts: SharedCounts = {"hits": 0, "misses": 0, "puts": 0, "corrupt": 0}
+        self._last_cluster: ClusterState | None = None
         self._stop = threading.Event()
         self._closed = False
         self.evictions = EvictionFeed(self.client, self.breaker, namespace, self.replica, where=self.url)
@@ -191,7 +252,7 @@ class SharedTier(VoiceKeys, LexiconKeys, TakeKeys):
 
     # -- statistics -------------------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> SharedStatus:
         """This replica's view of the tier plus every live replica's counters and
         their sum (``cluster``), for the dashboard and ``/api/cache/stats``."""
         if self.breaker.call("publish", self._publish, False):
@@ -199,7 +260,7 @@ class SharedTier(VoiceKeys, LexiconKeys, TakeKeys):
             if cluster is not None:
                 self._last_cluster = cluster
         with self._lock:
-            counts = dict(self._counts)
+            counts = self._counts.copy()
         return {
             "url": self.url,
             "up": self.up,
@@ -209,7 +270,7 @@ class SharedTier(VoiceKeys, LexiconKeys, TakeKeys):
             "last_error": self.breaker.last_error,
             "down_since": self.breaker.down_since,
             **counts,
-            **self._last_cluster,
+            **(self._last_cluster if self._last_cluster is not None else _NO_CLUSTER),
             "stale": not self.up,
         }
 
@@ -221,7 +282,7 @@ class SharedTier(VoiceKeys, LexiconKeys, TakeKeys):
             except Exception as exc:  # the stats store may be closing; report the rest
                 _LOGGER.debug("cannot read local counters: %s", exc)
         with self._lock:
-            fields.update({f"shared_{k}": v for k, v in self._counts.items()})
+            fields.update({f"shared_{k}": self._counts[k] for k in _OUTCOMES})
         fields["shared_errors"] = self.breaker.errors
         expiry = max(30.0, self._publish_every * 10)
         pipe = self.client.pipeline(transaction=False)
@@ -233,24 +294,25 @@ class SharedTier(VoiceKeys, LexiconKeys, TakeKeys):
         pipe.execute()
         return True
 
-    def _read_cluster(self) -> dict[str, Any]:
+    def _read_cluster(self) -> ClusterState:
         ids = [_text(r) for r in self.client.zrange(self.namespace + "replicas", 0, -1)]
         pipe = self.client.pipeline(transaction=False)
         for rid in ids:
             pipe.hgetall(self.namespace + "stats:" + rid)
         pipe.info("memory")
         *hashes, memory = pipe.execute()
-        replicas: list[dict[str, Any]] = []
+        replicas: list[dict[str, str | float]] = []
         total: dict[str, float] = dict.fromkeys((*_STAT_FIELDS, "shared_hits", "shared_errors"), 0)
         for rid, raw in zip(ids, hashes, strict=True):
             if not raw:
                 continue  # expired between the two reads
-            row: dict[str, Any] = {"replica": rid}
+            row: dict[str, str | float] = {"replica": rid}
             for k, v in raw.items():
                 field = _text(k)
-                row[field] = float(v) if field == "updated" else int(float(v))
+                value = float(v) if field == "updated" else int(float(v))
+                row[field] = value
                 if field in total:
-                    total[field] += row[field]
+                    total[field] += value
             replicas.append(row)
         lookups = total["hits"] + total["misses"]
         total["hit_rate"] = round(total["hits"] / lookups, 4) if lookups else 0.0
@@ -288,7 +350,7 @@ class SharedTier(VoiceKeys, LexiconKeys, TakeKeys):
     def _audio(self, key: str) -> str:
         return self.namespace + "a:" + key
 
-    def _count(self, name: str) -> None:
+    def _count(self, name: _Outcome) -> None:
         with self._lock:
             self._counts[name] += 1
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import redis
 
+from lib.core.reports import VoiceRecord
 from lib.shared.breaker import Breaker
 from lib.shared.codec import (
     PROFILE_MAGIC,
@@ -63,7 +64,7 @@ class VoiceKeys:
         """Delete every voice profile in our namespace (derived data; saved voices stay)."""
         return int(self.breaker.call("clear_profiles", lambda: self._unlink_prefix(self.namespace + "p:"), 0))
 
-    def voice_state(self, name: str) -> tuple[dict[str, Any] | None, float | None] | None:
+    def voice_state(self, name: str) -> tuple[VoiceRecord | None, float | None] | None:
         """``(record, deleted_at)`` as Redis knows them (the saved voice or None, and the
         time of its last deletion or None); None when Redis cannot answer."""
         key = self.namespace + "v:" + name
@@ -88,7 +89,7 @@ class VoiceKeys:
             self._corrupt("saved voice", key, exc)
             return None, deleted_at
 
-    def get_voice(self, name: str) -> dict[str, Any] | None:
+    def get_voice(self, name: str) -> VoiceRecord | None:
         key = self.namespace + "v:" + name
         value = self.breaker.call("get_voice", lambda: self.client.get(key), None)
         if value is None:
@@ -99,7 +100,7 @@ class VoiceKeys:
             self._corrupt("saved voice", key, exc)
             return None
 
-    def put_voice(self, name: str, record: dict[str, Any]) -> bool:
+    def put_voice(self, name: str, record: VoiceRecord) -> bool:
         value = encode_voice(name, record)
 
         def write() -> bool:

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from typing_extensions import TypedDict
+
 from lib.cache.entry import CachedAudio, pack
 from lib.cache.keys import KEY_RE
 from lib.cache.tiers import Tiers
@@ -28,7 +30,7 @@ from lib.request.validate import check_seed
 from lib.takes.book import ApprovalBook
 from lib.takes.records import Approval, pcm_digest
 
-__all__ = ["DEFAULT_TAKES", "MAX_TAKES", "Rendered", "Takes"]
+__all__ = ["DEFAULT_TAKES", "MAX_TAKES", "ApprovalRow", "Rendered", "Takes"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -57,6 +59,30 @@ class Rendered:
     key: str
     duration: float
     cache: str
+
+
+class ApprovalRow(TypedDict):
+    """One approval as the approvals list shows it (:meth:`Takes.listing`,
+    ``GET /api/takes/approved``)."""
+
+    phrase: str
+    """The phrase's text (its id is ``phrase_id``)."""
+    voice: str
+    seed: int
+    key: str
+    """The approved take's cache key."""
+    url: str
+    """Where its audio is served (``/api/audio/<key>.wav``)."""
+    model_version: str
+    who: str
+    when: str
+    """The approval's time, ISO 8601 UTC."""
+    duration: float
+    needs_review: bool
+    """Made by another model than the serving one."""
+    style: str
+    speed: float
+    phrase_id: str
 
 
 class Takes:
@@ -220,7 +246,7 @@ class Takes:
         """Whether the take was made by another model than the serving one."""
         return approval.engine != self.engine.name or approval.model_version != self.engine.model_version
 
-    def listing(self) -> list[dict[str, Any]]:
+    def listing(self) -> list[ApprovalRow]:
         """Every approval as the API lists it."""
         return [
             {

@@ -22,13 +22,15 @@ import logging
 import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+from typing_extensions import TypedDict
 
 from lib.cache.diskutil import ensure_private_dir
 from lib.cache.keys import KEY_RE, KeyFields
 from lib.core.atomicfile import write_private
 
-__all__ = ["PHRASE_SCHEMA", "Approval", "ApprovalFile", "pcm_digest", "phrase_id"]
+__all__ = ["PHRASE_SCHEMA", "Approval", "ApprovalFile", "ApprovalJson", "pcm_digest", "phrase_id"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -55,6 +57,27 @@ _NUMBERS: dict[str, type | tuple[type, ...]] = {
     "duration": (int, float),
 }
 """The record's fields that are numbers (the others are text)."""
+
+
+class ApprovalJson(TypedDict):
+    """An :class:`Approval` as JSON (:meth:`Approval.to_json`): its fields by name, as
+    ``approvals.json`` and the shared tier keep it."""
+
+    phrase: str
+    key: str
+    seed: int
+    engine: str
+    model_version: str
+    tag: str
+    voice: str
+    voice_id: str
+    text: str
+    style: str
+    speed: float
+    who: str
+    at: float
+    duration: float
+    digest: str
 
 
 @dataclass(frozen=True)
@@ -85,8 +108,8 @@ class Approval:
     digest: str
     """:func:`pcm_digest` of the take's samples."""
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> ApprovalJson:
+        return cast(ApprovalJson, asdict(self))
 
     @classmethod
     def from_json(cls, doc: Any) -> Approval | None:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gradio.components.plot import AltairPlotData
+from typing_extensions import TypedDict
 
 __all__ = ["WINDOWS", "hit_rate_plot", "in_window", "latency_plot", "window_rate"]
 
@@ -46,7 +47,18 @@ def window_rate(samples: Sequence[Sample], window: float, now: float) -> tuple[f
     return (lookups.count("hit") / len(lookups) if lookups else 0.0), len(lookups)
 
 
-def _time_axis(span: float) -> dict[str, Any]:
+class _TimeAxis(TypedDict):
+    """A Vega-Lite axis (``encoding.x.axis``) of local times, labelled to suit the span."""
+
+    title: str
+    format: str
+    """A d3 time format: seconds within two hours, else month, day and minutes."""
+    labelOverlap: bool
+    labelSeparation: int
+    tickCount: int
+
+
+def _time_axis(span: float) -> _TimeAxis:
     return {
         "title": "本地时间 Local time",
         "format": "%H:%M:%S" if span <= 2 * 3600 else "%m-%d %H:%M",

@@ -18,10 +18,11 @@ import logging
 import secrets
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from lib.cache.handle import STORE_ERRORS, DiskHandle
 from lib.core.logtext import cut_text
+from lib.core.reports import ConsentRecord
 from lib.errors import StoreUnavailableError, ValidationError
 
 __all__ = ["ConsentBook", "check_label", "check_language"]
@@ -60,9 +61,9 @@ class ConsentBook:
 
     def create(
         self, *, name: str, language: str, fingerprint: str, seconds: float, recorded_by: Mapping[str, Any]
-    ) -> dict[str, Any]:
+    ) -> ConsentRecord:
         consent_id = f"cons_{secrets.token_hex(12)}"
-        record: dict[str, Any] = {
+        record: ConsentRecord = {
             "id": consent_id,
             "name": check_label(name),
             "language": check_language(language),
@@ -75,19 +76,19 @@ class ConsentBook:
         _LOGGER.info("consent recorded: %s (%s)", consent_id, cut_text(record["name"]))
         return record
 
-    def get(self, consent_id: str) -> dict[str, Any] | None:
+    def get(self, consent_id: str) -> ConsentRecord | None:
         if not consent_id.startswith("cons_"):
             return None
         if self._store is None:
             return None
         with self._store.using("get consent") as cache:
             record = cache.get(_PREFIX + consent_id) if cache is not None else None
-            return dict(record) if isinstance(record, dict) else None
+            return cast(ConsentRecord, dict(record)) if isinstance(record, dict) else None
         return None
 
-    def list(self) -> list[dict[str, Any]]:
+    def list(self) -> list[ConsentRecord]:
         """Every record, oldest first (ties by id)."""
-        found: list[dict[str, Any]] = []
+        found: list[ConsentRecord] = []
         if self._store is not None:
             with self._store.using("list consents") as cache:
                 if cache is not None:
@@ -95,10 +96,10 @@ class ConsentBook:
                         if str(key).startswith(_PREFIX):
                             record = cache.get(key)
                             if isinstance(record, dict):
-                                found.append(dict(record))
+                                found.append(cast(ConsentRecord, dict(record)))
         return sorted(found, key=lambda r: (int(r.get("created_at", 0)), str(r.get("id"))))
 
-    def rename(self, consent_id: str, name: str) -> dict[str, Any] | None:
+    def rename(self, consent_id: str, name: str) -> ConsentRecord | None:
         record = self.get(consent_id)
         if record is None:
             return None

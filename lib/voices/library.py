@@ -11,7 +11,7 @@ import re
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from lib.audio.encoders import encode
 from lib.audio.pcm import PromptAudio, decode_flac
 from lib.cache.handle import STORE_ERRORS, DiskHandle
 from lib.core.logtext import cut_text
-from lib.core.reports import VoiceInfo
+from lib.core.reports import VoiceInfo, VoiceRecord
 from lib.engines.base import PROMPT_SAMPLE_RATE
 from lib.errors import ConflictError, StoreFullError, StoreUnavailableError, ValidationError
 from lib.voices.consents import ConsentBook
@@ -131,7 +131,7 @@ class VoiceLibrary:
             )
         voice = SavedVoice(name, prompt, prompt_text, time.time(), consent)
         flac = encode(prompt.pcm, PROMPT_SAMPLE_RATE, "flac")
-        record: dict[str, Any] = {
+        record: VoiceRecord = {
             "flac": flac,
             "prompt_text": prompt_text,
             "created": voice.created,
@@ -195,15 +195,15 @@ class VoiceLibrary:
         found.update(self._recalled())
         return sorted(found)
 
-    def _local(self, name: str) -> dict[str, Any] | None:
+    def _local(self, name: str) -> VoiceRecord | None:
         if self._store is None:
             return None
         with self._store.using("get voice") as cache:
             record = cache.get(f"voice:{name}") if cache is not None else None
-            return record if isinstance(record, dict) else None
+            return cast(VoiceRecord, record) if isinstance(record, dict) else None
         return None
 
-    def _reconciled(self, name: str, shared: SharedVoices) -> dict[str, Any] | None:
+    def _reconciled(self, name: str, shared: SharedVoices) -> VoiceRecord | None:
         """The voice as Redis and the local copy agree on it, Redis being the authority
         while it answers; the newer of the two wins (by creation time), so a voice
         deleted or replaced on another replica is not brought back by a stale local
@@ -227,7 +227,7 @@ class VoiceLibrary:
         shared.put_voice(name, local)  # saved or replaced here while Redis was down
         return local
 
-    def _replace_local(self, name: str, record: dict[str, Any]) -> None:
+    def _replace_local(self, name: str, record: VoiceRecord) -> None:
         if self._store is not None:
             with self._store.using("update voice", write=True) as cache:
                 if cache is not None:
@@ -298,14 +298,14 @@ def taken_message(name: str) -> str:
     )
 
 
-def _created(record: dict[str, Any]) -> float:
+def _created(record: VoiceRecord) -> float:
     try:
         return float(record.get("created", 0.0))
     except (TypeError, ValueError):
         return 0.0
 
 
-def _from_record(name: str, record: dict[str, Any]) -> SavedVoice | None:
+def _from_record(name: str, record: VoiceRecord) -> SavedVoice | None:
     try:
         pcm, rate = decode_flac(record["flac"])
         if rate != PROMPT_SAMPLE_RATE:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from lib.cache.handle import DiskHandle
+from lib.core.reports import VoiceRecord
 
 __all__ = ["SharedVoices", "read_tiers"]
 
@@ -23,11 +24,11 @@ class SharedVoices(Protocol):
 
     def clear_profiles(self) -> int: ...
 
-    def voice_state(self, name: str) -> tuple[dict[str, Any] | None, float | None] | None:
+    def voice_state(self, name: str) -> tuple[VoiceRecord | None, float | None] | None:
         """(record, deleted_at), or None when the shared tier cannot answer."""
         ...
 
-    def put_voice(self, name: str, record: dict[str, Any]) -> bool: ...
+    def put_voice(self, name: str, record: VoiceRecord) -> bool: ...
 
     def delete_voice(self, name: str, at: float | None = None) -> bool | None:
         """Whether it was there; None when the shared tier cannot be reached."""

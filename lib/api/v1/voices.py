@@ -19,13 +19,14 @@ token to act as the admin).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from anyio import to_thread
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 
 from lib.config.voicemap import OPENAI_VOICES
-from lib.core.reports import VoiceInfo
+from lib.core.reports import ConsentRecord, VoiceInfo
 from lib.errors import NotFoundError, ValidationError
 from lib.pipeline.service import TTSService
 from lib.request.access import Action, Caller, allows, check
@@ -39,7 +40,7 @@ __all__ = ["voices_router"]
 _PUBLIC = ("id", "name", "language", "created_at")
 
 
-def _consent(record: dict[str, Any], caller: Caller) -> dict[str, Any]:
+def _consent(record: Mapping[str, Any], caller: Caller) -> dict[str, Any]:
     shown = {k: record[k] for k in _PUBLIC if k in record}
     shown["object"] = "audio.voice_consent"
     if allows(caller, Action.READ_TEXTS):
@@ -134,7 +135,7 @@ def voices_router(service: TTSService) -> APIRouter:
             raise ValidationError("recording: upload the recording of the speaker reading the consent phrase")
         host = request.client.host if request.client else None
 
-        def record() -> dict[str, Any]:
+        def record() -> ConsentRecord:
             # Decoded and checked like a prompt (speech, 1-30 s); only its fingerprint is kept.
             prompt = service.voices.prompt(audio, field="recording", remember=False)
             who = {"address": host, "admin": caller.admin, "origin": caller.origin}
@@ -189,7 +190,7 @@ def voices_router(service: TTSService) -> APIRouter:
     return router
 
 
-def _found(record: dict[str, Any] | None, consent_id: str) -> dict[str, Any]:
+def _found(record: ConsentRecord | None, consent_id: str) -> ConsentRecord:
     if record is None:
         raise NotFoundError(f"no consent recording {consent_id!r}")
     return record

@@ -34,11 +34,12 @@ import logging
 import math
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NotRequired
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy.signal import resample_poly
+from typing_extensions import TypedDict
 
 from lib.config import BuiltinConfig
 from lib.engines.base import MODES, PROMPT_SAMPLE_RATE, Synthesis, VoiceProfile
@@ -64,7 +65,7 @@ from lib.errors import EngineError, EngineUnavailableError, PromptAudioError, Va
 from lib.text import read as default_read
 from lib.text.tokens import Reading
 
-__all__ = ["BuiltinEngine"]
+__all__ = ["BuiltinEngine", "RenderInfo"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -92,6 +93,20 @@ Reader = Callable[[str], Reading]
 #: Kernel-check failures already warned about (one warning per process per problem).
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
+
+
+class RenderInfo(TypedDict):
+    """The builtin engine's ``Synthesis.info``: the style words it followed and ignored,
+    and (once the text is planned) the base voice, languages and sentences it read."""
+
+    ignored_style_words: list[str]
+    style_words: list[str]
+    base: str
+    """``kokoro`` or ``espeak``: the base that reads this request."""
+    base_voice: NotRequired[str]
+    """The espeak variant, or the Kokoro voices (``+``-joined, in order of use)."""
+    languages: NotRequired[list[str]]
+    sentences: NotRequired[int]
 
 
 class BuiltinEngine:
@@ -336,7 +351,7 @@ class BuiltinEngine:
     def _render(
         self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str,
         reading: Reading | None,
-    ) -> tuple[dict[str, Any], Iterator[NDArray[Any]]]:  # fmt: skip
+    ) -> tuple[RenderInfo, Iterator[NDArray[Any]]]:  # fmt: skip
         """Validate the request, then return its info and a lazy per-sentence renderer."""
         if mode not in MODES:
             raise ValidationError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
@@ -359,7 +374,7 @@ class BuiltinEngine:
         plan_base = "kokoro" if self._speaks_kokoro(text, params) else "espeak"
         pool = self._pool(voice) if voice.kind == "prompt" else None
         plan = Plan(pool=pool, params=params, effect=effect, speed=speed, rng=rng, base=plan_base)
-        info: dict[str, Any] = {
+        info: RenderInfo = {
             "ignored_style_words": list(effect.ignored),
             "style_words": list(effect.words),
             "base": plan_base,
@@ -401,7 +416,7 @@ class BuiltinEngine:
             return False
         return params.get("kokoro") is not None or not (self._config.language == "auto" and has_cantonese(text))
 
-    def _kokoro_sentences(self, reading: Reading, plan: Plan, info: dict[str, Any]) -> Iterator[NDArray[Any]]:
+    def _kokoro_sentences(self, reading: Reading, plan: Plan, info: RenderInfo) -> Iterator[NDArray[Any]]:
         kokoro = self._kokoro
         if kokoro is None:  # pragma: no cover - _speaks_kokoro checked it
             raise EngineError("the Kokoro base is not installed")

@@ -18,16 +18,18 @@ uint8: 93 bytes per frame, 18.6 KB per second of audible prompt, at most 0.56 MB
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from typing_extensions import TypedDict
 
 from lib.engines.builtin import _world
 from lib.engines.builtin.features import AP_EDGES_HZ, N_CEPSTRA, N_GRID, band_aperiodicity, envelope_to_cepstra
 
-__all__ = ["FRAME_PERIOD_MS", "POOL_FORMAT", "FramePool", "audible", "build_pool", "level_db"]
+__all__ = ["FRAME_PERIOD_MS", "POOL_FORMAT", "FramePool", "PoolParams", "audible", "build_pool", "level_db"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -53,6 +55,18 @@ def audible(cep: NDArray[Any]) -> NDArray[Any]:
     return np.asarray(level > float(np.percentile(level, 95.0)) - _AUDIBLE_DB)
 
 
+class PoolParams(TypedDict):
+    """The JSON part of a stored pool (:meth:`FramePool.params`), kept in the voice
+    profile's params under ``pool``; the arrays are the profile's blob."""
+
+    format: int
+    """:data:`POOL_FORMAT` of the blob."""
+    frames: int
+    """Number of frames in the blob."""
+    log_f0_mean: float
+    log_f0_std: float
+
+
 @dataclass(frozen=True)
 class FramePool:
     """Audible frames of a voice and its pitch statistics."""
@@ -68,7 +82,7 @@ class FramePool:
     log_f0_std: float
     """Standard deviation of natural-log F0 over voiced frames."""
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> PoolParams:
         """JSON part of the stored pool (the arrays go in :meth:`to_blob`)."""
         return {
             "format": POOL_FORMAT,
@@ -85,7 +99,7 @@ class FramePool:
         )
 
     @classmethod
-    def from_stored(cls, params: dict[str, Any], blob: bytes) -> FramePool:
+    def from_stored(cls, params: Mapping[str, Any], blob: bytes) -> FramePool:
         """Inverse of :meth:`params` + :meth:`to_blob`; ``ValueError`` on a mismatch."""
         if params.get("format") != POOL_FORMAT:
             raise ValueError(f"voice pool format {params.get('format')!r} is not {POOL_FORMAT}")

@@ -15,11 +15,13 @@ whole text, Mandarin and English alike.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import NotRequired
+
+from typing_extensions import TypedDict
 
 from lib.errors import NotFoundError
 
-__all__ = ["ESPEAK_PRESETS", "KOKORO_ALIASES", "KOKORO_PREFIX", "preset_names", "preset_params"]
+__all__ = ["ESPEAK_PRESETS", "KOKORO_ALIASES", "KOKORO_PREFIX", "PresetParams", "preset_names", "preset_params"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -37,6 +39,20 @@ KOKORO_ALIASES = {"zh-female": "zf_xiaoxiao", "zh-male": "zm_yunjian", "en-femal
 KOKORO_PREFIX = "kokoro-"
 
 
+class PresetParams(TypedDict):
+    """The profile params of a preset voice (:func:`preset_params`): a Kokoro voice, or
+    an espeak language and variant."""
+
+    preset: str
+    """The preset's name."""
+    kokoro: NotRequired[str]
+    """The Kokoro voice that speaks it (Kokoro base)."""
+    han: NotRequired[str | None]
+    """espeak language of Han runs, None for the default (espeak voice)."""
+    base: NotRequired[str]
+    """espeak variant (espeak voice)."""
+
+
 def preset_names(kokoro_voices: list[str] | None) -> list[str]:
     """Preset names of a base (``kokoro_voices`` None: the espeak base)."""
     names = sorted(ESPEAK_PRESETS)
@@ -45,7 +61,7 @@ def preset_names(kokoro_voices: list[str] | None) -> list[str]:
     return names
 
 
-def preset_params(name: str, kokoro_voices: list[str] | None) -> dict[str, Any]:
+def preset_params(name: str, kokoro_voices: list[str] | None) -> PresetParams:
     """The profile params of preset ``name``: ``kokoro`` names a Kokoro voice; otherwise
     ``han`` and ``base`` are the espeak language and variant."""
     if kokoro_voices is not None:
