@@ -20,14 +20,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 #: Files whose tests are ``slow`` (``pytest -m "not slow"`` is the fast set): real faults
 #: (killed processes, full disks, stopped Redis), several replicas, the browser, a fresh
-#: clone, the real models (CosyVoice, Kokoro). Marked here, in one list, rather than
-#: in each file, so that the fast set's contents are visible at a glance.
+#: clone, the real models (CosyVoice, Kokoro: every test marked ``kokoro`` too), the fuzzers.
+#: Marked here, in one list, rather than in each file, so that the fast set's contents are
+#: visible at a glance (a test of another file that kills a process is marked ``slow`` itself).
 SLOW_FILES = frozenset({
     "test_faults_disk.py", "test_faults_engine.py", "test_faults_http.py", "test_faults_leases.py",
     "test_faults_redis.py", "test_shared_replicas.py", "test_objects_replicas.py",
     "test_browser.py", "test_browser_playback.py", "test_run_sh.py", "test_cosyvoice_engine.py",
     "test_cosyvoice_upstream.py", "test_kokoro.py", "test_kokoro_phonemes.py", "test_builtin_clone.py",
-    "test_engine_fuzz.py", "test_intelligibility.py",
+    "test_engine_fuzz.py", "test_api_fuzz.py", "test_intelligibility.py",
 })  # fmt: skip
 
 
@@ -41,7 +42,7 @@ LONGEST_FIRST = (
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.name in SLOW_FILES:
+        if item.path.name in SLOW_FILES or item.get_closest_marker("kokoro") is not None:
             item.add_marker(pytest.mark.slow)
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its order

@@ -171,6 +171,7 @@ def test_shipped_list_is_valid_and_uses_builtin_presets() -> None:
     assert "请A023号顾客到3号窗口办理业务" in texts and "train" in texts
 
 
+@pytest.mark.slow  # a killed process
 def test_killed_midway_then_rerun_leaves_a_consistent_cache(tmp_path: Path) -> None:
     cache = tmp_path / "c"
     phrases = write(

@@ -251,6 +251,7 @@ def _hold_write_lock(db: Path, seconds: float, holding: threading.Event) -> None
         conn.close()
 
 
+@pytest.mark.slow  # a killed process
 def test_kill_9_mid_stream_loses_no_segment_the_client_has_heard(tmp_path: Path, testdata_dir: Path) -> None:
     """The real server (builtin engine, espeak base, a cloned voice: about 0.2 s per sentence) is
     killed (SIGKILL) the moment the client gets the first audio of the third sentence,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -62,6 +63,7 @@ def test_bidi_controls_are_dropped() -> None:
     assert normalise_text("\u0627\u0644") == "\u0627\u0644"
 
 
+@pytest.mark.kokoro  # the default base speaks it
 def test_text_behind_a_right_to_left_override_is_spoken_by_the_builtin_engine(tmp_path: Path) -> None:
     """The speakability check sees the text without its display controls: "\u202eHello
     world" is "Hello world", the same key and the same audio."""
