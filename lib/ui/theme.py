@@ -198,10 +198,8 @@ JS = f"""
 #: Runs in the browser as a request starts (the ``js`` of its first step), with the
 #: form's values, which it hands on unchanged. It numbers the press (a result plays only
 #: for the press that asked for it) and notes its time (for ``#first-sound``). When the
-#: result panel starts below the top 30 % of the screen or above it (a phone, where it sits
-#: under the form), it is scrolled to the top of the screen, so the button, the progress,
-#: the badge and the form's errors under it are in view (at 60 %, a panel in the middle of a
-#: phone's screen left the errors of a refused press below the fold).
+#: result panel is out of view (a phone, where it sits under the form), it is scrolled
+#: to the top of the screen, so the button, the progress and the badge are in view.
 #: Gradio's own ``scroll_to_output`` does nothing in 6.31 (its front end never passes
 #: the flag to the status tracker).
 SHOW_RESULT = """
@@ -214,7 +212,7 @@ SHOW_RESULT = """
   const panel = document.querySelector("#result-panel");
   if (panel) {
     const top = panel.getBoundingClientRect().top;
-    if (top < 0 || top > window.innerHeight * 0.3) panel.scrollIntoView({ block: "start" });
+    if (top < 0 || top > window.innerHeight * 0.6) panel.scrollIntoView({ block: "start" });
   }
   return values;
 }
