@@ -4,48 +4,7 @@ rules. The package's names are :mod:`lib.config.app`'s."""
 
 from __future__ import annotations
 
-from lib.config.app import (
-    ENGINE_NAMES,
-    MAX_TTL,
-    AppConfig,
-    BuiltinConfig,
-    CacheConfig,
-    CosyVoiceConfig,
-    OpenAIConfig,
-    PreloadConfig,
-    PromptConfig,
-    ProvenanceConfig,
-    ReadingsConfig,
-    SegmentsConfig,
-    ServerConfig,
-    TemplatesConfig,
-    TextConfig,
-    VoicesConfig,
-    WatchdogConfig,
-    default_config_path,
-    load_config,
-    parse_size,
-)
+from lib.config import app as _app
+from lib.config.app import *  # noqa: F403 - the package's names are the module's (its __all__)
 
-__all__ = [
-    "ENGINE_NAMES",
-    "MAX_TTL",
-    "AppConfig",
-    "BuiltinConfig",
-    "CacheConfig",
-    "CosyVoiceConfig",
-    "OpenAIConfig",
-    "PreloadConfig",
-    "PromptConfig",
-    "ProvenanceConfig",
-    "ReadingsConfig",
-    "SegmentsConfig",
-    "ServerConfig",
-    "TemplatesConfig",
-    "TextConfig",
-    "VoicesConfig",
-    "WatchdogConfig",
-    "default_config_path",
-    "load_config",
-    "parse_size",
-]
+__all__ = list(_app.__all__)
