@@ -179,7 +179,7 @@ def _pin(service: TTSService, items: list[PhraseRequest | _Piece], name: str) ->
                     keys.append(piece.key)
             else:
                 r = service.resolve(item.request())
-                approval = service.takes.approval_for(r)  # an unseeded phrase's: its approved take
+                approval = service.takes.answering(r)  # an unseeded phrase's: its approved take
                 keys.append(approval.key if approval is not None else r.key)
         except TTSError:
             continue  # reported when the request itself is tried
@@ -195,8 +195,8 @@ def _preload_one(
     try:
         request = item.request()
         r = service.resolve(request)
-        approval = service.takes.approval_for(r)
-        if approval is not None and not r.seeded:  # the phrase's approved take answers it
+        approval = service.takes.approval_for(r)  # also a seeded request of the approved take: compared below
+        if service.takes.answering(r) is not None and approval is not None:  # the approved take answers it
             if not (force and service.takes.current(approval)):
                 if not dry_run:
                     _count_cached(service, started)

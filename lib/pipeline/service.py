@@ -100,8 +100,8 @@ class TTSService:
         self.singleflight = parts.singleflight
         self.readings = parts.readings
         self.takes = parts.takes
-        self._approved = parts.takes.book.get
-        """phrase id -> its approval, or None: one dict lookup (the hit path's)."""
+        self._answering = parts.takes.answering
+        """The approval whose take answers a request, or None: one dict lookup (the hit path's)."""
         self._parts = parts
         self._resolver = parts.resolver
         self._composer = parts.composer
@@ -151,7 +151,7 @@ class TTSService:
             return MemoryLookup(None, None)  # refused: synthesise() says why, and records it
         if r is None or not r.use_cache:
             return MemoryLookup(None, r)
-        approval = None if r.seeded else self._approved(r.phrase)
+        approval = self._answering(r)
         key = r.key if approval is None else approval.key
         entry = self.cache.memory_entry(key)
         if entry is None:
@@ -199,7 +199,7 @@ class TTSService:
         """A hit, or an answer composed from a template's pieces; None for a miss."""
         if not r.use_cache:
             return None
-        approval = None if r.seeded else self._approved(r.phrase)
+        approval = self._answering(r)
         if approval is not None:
             approved = self.takes.approved_entry(approval)
             if approved is not None:

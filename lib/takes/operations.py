@@ -122,6 +122,14 @@ class Takes:
             return None
         return approval
 
+    def answering(self, r: Resolved) -> Approval | None:
+        """The approval whose take answers ``r`` in place of ``r``'s own key: its
+        phrase's, when ``r`` names no seed (the one rule; the request path, preload and
+        pinning ask it here). One dict lookup."""
+        if r.seeded or not r.phrase:
+            return None
+        return self.book.get(r.phrase)
+
     def current(self, approval: Approval) -> bool:
         """Whether the serving model could rebuild the take (same engine and version)."""
         return not self.needs_review(approval)
