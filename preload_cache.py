@@ -22,7 +22,6 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 __all__ = ["main"]
 
@@ -51,7 +50,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    from lib.batch.preload import PreloadReport, preload
+    from lib.batch.preload import PreloadReport, preload, print_report, progress_bar
     from lib.cli import config_from_args
     from lib.compose.templates import load_templates
     from lib.errors import ConfigError, TTSError
@@ -87,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{checked['implausible_removed']} implausible removed",
             file=sys.stderr, flush=True,
         )  # fmt: skip
-    bar = _progress_bar(len(requests) + sum(len(service.templates.pieces(t)) for t in templates))
+    bar = progress_bar(len(requests) + sum(len(service.templates.pieces(t)) for t in templates))
 
     def progress(report: PreloadReport) -> None:
         if bar is not None:
@@ -104,24 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if bar is not None:
             bar.close()
         service.close()
-    for entry, message in report.failures:
-        print(f"preload: {entry} failed: {message}", file=sys.stderr)
-    for line in report.relexicon_lines():
-        print(line, file=sys.stderr)
-    for line in report.differs_lines():
-        print(line, file=sys.stderr)
-    if args.dry_run:
-        print("preload: dry run, nothing was synthesised; 'generated' counts what would be", file=sys.stderr)
-    print(report.summary(), flush=True)
+    print_report(report, out=sys.stdout, err=sys.stderr)
     return EXIT_FAILED if report.failed else EXIT_OK
-
-
-def _progress_bar(total: int) -> Any:
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm comes with gradio
-        return None
-    return tqdm(total=total, unit="phrase", file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
 
 
 if __name__ == "__main__":

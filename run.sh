@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start the voice-cloning TTS app, or run its checks.
 #
-#   ./run.sh [webui.py flags]   set up .venv, preload hot_phrases.json, serve UI + API
+#   ./run.sh [webui.py flags]   set up .venv, serve UI + API at once, preload hot_phrases.json beside it
 #   ./run.sh test [pytest args] set up the development requirements, run ruff, mypy, pytest
 #   ./run.sh coverage           lib/'s line coverage over the non-browser tests (not a gate)
 #
@@ -193,22 +193,18 @@ install_requirements requirements.txt
 install_kokoro_voices
 
 # Creates the cache directory the app will use (config file, TTS_* variables, flags;
-# mode 0700) and picks out the flags that preload_cache.py shares (lib/cli.py lists them).
-preload_args=()
-flags_file=$(mktemp)
-trap 'rm -f "$flags_file"' EXIT
-"$VPY" -m lib.cli prepare "$@" >"$flags_file" || { log "the configuration is invalid (see above)"; exit 2; }
-mapfile -d '' preload_args <"$flags_file"
-rm -f "$flags_file"
-trap - EXIT
+# mode 0700) and checks the configuration before anything starts.
+"$VPY" -m lib.cli prepare "$@" >/dev/null || { log "the configuration is invalid (see above)"; exit 2; }
 
+# The UI serves at once; the shipped phrase list is preloaded beside it, in the same
+# process (a phrase asked for before its turn is made then, once). Its progress shows
+# here, in the UI's banner and Preload tab, and at GET /api/preload.
+preload=()
 if [ "${TTS_SKIP_PRELOAD:-}" = 1 ]; then
     log "TTS_SKIP_PRELOAD=1: not preloading"
 elif [ -f hot_phrases.json ]; then
-    log "preloading hot_phrases.json"
-    if ! "$VPY" preload_cache.py --phrases hot_phrases.json "${preload_args[@]}"; then
-        log "warning: the preload did not finish cleanly; starting the UI anyway (run preload_cache.py again later)"
-    fi
+    log "starting the UI; preloading hot_phrases.json in the background"
+    preload=(--preload hot_phrases.json)
 fi
 
-exec "$VPY" webui.py "$@"
+exec "$VPY" webui.py "${preload[@]}" "$@"

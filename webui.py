@@ -28,6 +28,7 @@ from starlette.routing import Mount
 from lib.api import create_app as create_api
 from lib.api.errors import install_routing_errors
 from lib.audio.pcm import FORMATS
+from lib.batch.background import BackgroundPreload
 from lib.cli import add_config_flags, config_from_args
 from lib.engines.base import can_convert
 from lib.errors import TTSError
@@ -48,7 +49,7 @@ from lib.ui.forms import (
 from lib.ui.handlers import BUTTON_LABELS, HISTORY, LIVE_NOTICE, Handlers, live_playback_available
 from lib.ui.page import PageLanguage
 from lib.ui.plots import WINDOWS
-from lib.ui.preload_tab import preload_tab
+from lib.ui.preload_tab import background_progress, preload_tab
 from lib.ui.readings_panel import ReadingsPanel, reading_line, readings_panel
 from lib.ui.takes_panel import MAX_UI_TAKES, TakesPanel, review_section, takes_section
 from lib.ui.tempdir import private_gradio_dir
@@ -63,14 +64,18 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_PHRASES = HERE / "hot_phrases.json"
 
 
-def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> gr.Blocks:
-    """The Blocks app for ``service``; every event calls one method of :class:`Handlers`."""
+def build_demo(
+    service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES, preload: BackgroundPreload | None = None
+) -> gr.Blocks:
+    """The Blocks app for ``service``; every event calls one method of :class:`Handlers`.
+    ``preload``: the start-up preload whose progress the banner and the Preload tab show."""
     h = Handlers(service, phrases_path)
     private_gradio_dir(service.files)  # before any Blocks or component reads GRADIO_TEMP_DIR
     demo = gr.Blocks(title="语音克隆合成 Voice cloning TTS", analytics_enabled=False)
     engine = engine_title(service.engine.name, str(getattr(service.engine, "base", "")))
     with demo:
         gr.Markdown(f"# 语音克隆合成 Voice cloning TTS\n引擎 Engine：{engine}", elem_id="page-header")
+        banner = gr.HTML(elem_id="preload-banner", js_on_load=None)
         with gr.Tabs():
             with gr.Tab("合成 Synthesise", id="synth"):
                 mode, voice = _synthesise_tab(h)
@@ -79,7 +84,9 @@ def build_demo(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> 
             with gr.Tab("缓存 Cache", id="cache") as cache_tab:
                 refresh_cache = _cache_tab(h, demo, cache_tab)
             with gr.Tab("预加载 Preload", id="preload"):
-                refresh_cache(preload_tab(h).success)  # the figures say what the preload did
+                preloaded, startup = preload_tab(h)
+                refresh_cache(preloaded.success)  # the figures say what the preload did
+        background_progress(preload or BackgroundPreload.none(), banner, startup, demo)
         demo.load(lambda: h.voice_updates()[:2], outputs=[voice, delete_pick], api_visibility="private")
     return demo
 
@@ -411,12 +418,15 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> Callable[[Any], Non
     return refresh_after
 
 
-def create_app(service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES) -> FastAPI:
-    """The HTTP API with the UI mounted at ``/``: both on one port."""
-    app = create_api(service)
+def create_app(
+    service: TTSService, *, phrases_path: Path = DEFAULT_PHRASES, preload: BackgroundPreload | None = None
+) -> FastAPI:
+    """The HTTP API with the UI mounted at ``/``: both on one port. ``preload``: the
+    start-up preload (``GET /api/preload``, the UI's banner); started by the caller."""
+    app = create_api(service, preload=preload)
 
     def mount() -> FastAPI:
-        demo = build_demo(service, phrases_path=phrases_path)
+        demo = build_demo(service, phrases_path=phrases_path, preload=preload)
         mounted: FastAPI = gr.mount_gradio_app(
             app, demo, path="/", theme=theme(), css=CSS, js=JS, footer_links=["api"]
         )  # fmt: skip
@@ -450,12 +460,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     add_config_flags(parser, server=True)
     parser.add_argument("--clear-cache", action="store_true", help="clear the cache, report, and exit")
+    parser.add_argument(
+        "--preload", metavar="FILE", type=Path,
+        help="preload this phrase list in the background while the UI serves (./run.sh: hot_phrases.json); "
+        "progress on the terminal, in the UI and at GET /api/preload",
+    )  # fmt: skip
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.preload is not None and not args.preload.is_file():
+        print(f"webui: --preload {args.preload}: no such file; name an existing phrase list", file=sys.stderr)
+        return 2
     try:
         config = config_from_args(args)
         service = TTSService(config)
@@ -474,12 +492,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     warm = getattr(service.engine, "warm_in_background", None)
     if callable(warm):
         warm()
-    app = create_app(service)
+    preload = BackgroundPreload(service, args.preload) if args.preload else None
+    app = create_app(service, preload=preload)
     _LOGGER.info("serving %s on http://%s:%d/", service.tag, config.server.host, config.server.port)
     started = time.time()
+    if preload is not None:  # beside the server: requests are answered from the first second
+        preload.start()
     try:
         serve(app, config.server, on_exit=service.watchdog.drain, log_level="warning")
     finally:
+        if preload is not None:
+            preload.stop()
         service.close()
         _LOGGER.info("stopped after %.0f s", time.time() - started)
     return 0

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
+from lib.batch.background import BackgroundPreload, PreloadStatus
 from lib.core.logtext import cut_fields, cut_text
 from lib.core.metrics import CONTENT_TYPE
 from lib.core.reports import ClearReport, EvictReport, SweepReport
@@ -29,7 +30,7 @@ from lib.request.access import AccessPolicy, Caller
 from .errors import ERROR_RESPONSES
 from .uploads import read_upload
 
-__all__ = ["ADMIN_RESPONSES", "CallerDep", "ClearRequest", "admin_router", "request_caller"]
+__all__ = ["ADMIN_RESPONSES", "CallerDep", "ClearRequest", "admin_router", "preload_router", "request_caller"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -172,5 +173,17 @@ def admin_router(service: TTSService) -> APIRouter:
         if not health.get("cache", {}).get("available", True):
             health["status"] = "degraded"  # serving, without the disk tier
         return JSONResponse(health)
+
+    return router
+
+
+def preload_router(preload: BackgroundPreload) -> APIRouter:
+    """``GET /api/preload``: the start-up preload's progress (public, like ``/healthz``:
+    counts only, no phrase text)."""
+    router = APIRouter()
+
+    @router.get("/api/preload", tags=["operations"], summary="The start-up preload's progress")
+    async def preload_status() -> PreloadStatus:
+        return preload.status()
 
     return router

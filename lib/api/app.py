@@ -15,9 +15,10 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from lib.batch.background import BackgroundPreload
 from lib.pipeline.service import TTSService
 
-from .admin import admin_router
+from .admin import admin_router, preload_router
 from .convert import convert_router
 from .errors import install_error_handlers
 from .fastpath import FastPathCounts, HitFastPath
@@ -51,14 +52,17 @@ Voice-cloning text to speech behind a result cache.
 * `POST /v1/audio/speech` is OpenAI-compatible (every format, SSE, voice names; also
   `/v1/models`, `/v1/audio/voices`, `/v1/audio/voice_consents`): point an OpenAI client
   at this server (docs/openai.md).
+* `GET /api/preload` reports the start-up preload (`webui.py --preload FILE`, what
+  `./run.sh` starts): state, phrases done of the total, generated, cached, failed.
 * Errors are `{"error": "..."}` (OpenAI's error object under `/v1`).
 """
 
 
-def create_app(service: TTSService, *, fast_path: bool = True) -> FastAPI:
+def create_app(service: TTSService, *, fast_path: bool = True, preload: BackgroundPreload | None = None) -> FastAPI:
     """The HTTP API over ``service``, under the service's own access policy (built
     once with the service: ``TTSService(..., admin_token=...)``). ``fast_path=False``
     leaves every request to the endpoints (:mod:`lib.api.fastpath`; the tests compare both).
+    ``preload``: the start-up preload that ``GET /api/preload`` reports (none: ``idle``).
     """
     app = FastAPI(
         title="Voice-cloning TTS cache API",
@@ -70,7 +74,7 @@ def create_app(service: TTSService, *, fast_path: bool = True) -> FastAPI:
     install_error_handlers(app)
     routers = [
         speech_router(service), *v1_routers(service), convert_router(service), admin_router(service),
-        readings_router(service), takes_router(service),
+        readings_router(service), takes_router(service), preload_router(preload or BackgroundPreload.none()),
     ]  # fmt: skip
     for router in routers:
         app.include_router(router)

@@ -17,12 +17,13 @@ deterministic) is listed (:attr:`PreloadReport.differs`) and the approved audio 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from lib.compose.templates import Template
 from lib.errors import TTSError, ValidationError
@@ -33,7 +34,7 @@ from lib.takes.records import pcm_digest
 if TYPE_CHECKING:
     from lib.pipeline.service import TTSService
 
-__all__ = ["PreloadReport", "preload"]
+__all__ = ["PreloadReport", "preload", "print_report", "progress_bar"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -83,6 +84,30 @@ class PreloadReport:
             f"preload: {self.total} phrases, {self.generated} generated, {self.cached} already cached, "
             f"{self.failed} failed in {self.seconds:.1f} s"
         )
+
+
+def print_report(report: PreloadReport, *, out: IO[str], err: IO[str]) -> None:
+    """A preload's report as ``preload_cache.py`` prints it: each failure, re-rendered
+    and differing phrase on ``err``, then the summary line on ``out``."""
+    for entry, message in report.failures:
+        print(f"preload: {entry} failed: {message}", file=err)
+    for line in report.relexicon_lines():
+        print(line, file=err)
+    for line in report.differs_lines():
+        print(line, file=err)
+    if report.dry_run:
+        print("preload: dry run, nothing was synthesised; 'generated' counts what would be", file=err)
+    err.flush()
+    print(report.summary(), file=out, flush=True)
+
+
+def progress_bar(total: int) -> Any:
+    """A progress bar of ``total`` phrases on stderr (tqdm), or None without tqdm."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm comes with gradio
+        return None
+    return tqdm(total=total, unit="phrase", file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
 
 
 def preload(

@@ -1,19 +1,23 @@
-"""The Preload tab: run a phrase list (the shipped one, or an upload) through the cache.
+"""The Preload tab: run a phrase list (the shipped one, or an upload) through the cache;
+and the start-up preload's progress (a banner over every tab, and a line in this tab).
 
 Layout and wiring only, as in ``webui.py`` (which builds the other tabs); the work is
-:meth:`lib.ui.cache_handlers.CacheHandlers.run_preload`."""
+:meth:`lib.ui.cache_handlers.CacheHandlers.run_preload` and
+:class:`lib.batch.background.BackgroundPreload`."""
 
 from __future__ import annotations
 
+import html
 import logging
 
 import gradio as gr
 from gradio.events import Dependency
 
+from lib.batch.background import BackgroundPreload, PreloadStatus
 from lib.ui.base import token_box
 from lib.ui.cache_handlers import CacheHandlers
 
-__all__ = ["PRELOAD_LABELS", "preload_tab"]
+__all__ = ["PRELOAD_LABELS", "background_progress", "preload_banner", "preload_line", "preload_tab"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -22,10 +26,12 @@ _LOGGER = logging.getLogger(__name__)
 PRELOAD_LABELS = {False: "开始预加载 Run preload", True: "预加载中… Preloading…"}
 
 
-def preload_tab(h: CacheHandlers) -> Dependency:
+def preload_tab(h: CacheHandlers) -> tuple[Dependency, gr.Markdown]:
     """The tab's components and its one event (``/preload``); returns the event, whose
-    ``.success`` refreshes the Cache tab."""
+    ``.success`` refreshes the Cache tab, and the start-up preload's line
+    (:func:`background_progress` fills it)."""
     shipped = h.phrases_path.name
+    startup = gr.Markdown(elem_id="preload-startup")
     gr.Markdown(
         f"把短语列表预先合成进缓存，已缓存的会跳过；不上传时使用自带的 `{shipped}`。 Run a hot-phrase list "
         f"through the cache; cached phrases are skipped. Without an upload the shipped list `{shipped}` is used."
@@ -56,4 +62,63 @@ def preload_tab(h: CacheHandlers) -> Dependency:
             show_progress="hidden", api_visibility="private",
         )  # fmt: skip
     done: Dependency = running
-    return done
+    return done, startup
+
+
+#: How often an open page asks for the start-up preload's progress while it runs.
+PROGRESS_SECONDS = 2.0
+
+
+def preload_line(status: PreloadStatus) -> str:
+    """The start-up preload in operators' words (both languages), or "" when none ran."""
+    state, name = status["state"], status["list"]
+    done, total = status["done"], status["total"]
+    counts = (
+        f"新生成 {status['generated']} 条 made, 已缓存 {status['cached']} 条 cached, 失败 {status['failed']} 条 failed"
+    )
+    if state == "loading":
+        return f"⏳ 启动预加载：正在读取 {name}… Start-up preload: reading {name}…"
+    if state == "running":
+        share = f" ({100 * done // total} %)" if total else ""
+        return (
+            f"⏳ 启动预加载 Start-up preload of {name}: {done}/{total}{share} — {counts}. "
+            "现在即可使用，尚未预加载的短语会在请求时合成。 You can work now: a phrase not yet preloaded is "
+            "made when you ask for it."
+        )
+    if state == "done":
+        mark = "⚠" if status["failed"] else "✔"
+        took = f"{status['seconds']:.0f} s"
+        return f"{mark} 启动预加载完成 Start-up preload of {name} done: {total} 条 phrases — {counts} ({took})."
+    if state == "failed":
+        return (
+            f"⚠ 启动预加载未完成 The start-up preload of {name} did not run: {status['error']}. "
+            "短语会在请求时合成 Phrases are made when asked for."
+        )
+    if state == "stopped":
+        return f"启动预加载已停止 The start-up preload of {name} stopped at {done}/{total}."
+    return ""
+
+
+def preload_banner(status: PreloadStatus) -> str:
+    """The banner over every tab: while the start-up preload runs, and after it when some
+    phrases failed or the list could not be read; "" otherwise (hidden)."""
+    state = status["state"]
+    show = state in ("loading", "running", "failed") or (state == "done" and status["failed"] > 0)
+    if not show:
+        return ""
+    kind = "warn" if state == "failed" or status["failed"] else "info"
+    return f'<div class="preload-banner {kind}" role="status">{html.escape(preload_line(status))}</div>'
+
+
+def background_progress(preload: BackgroundPreload, banner: gr.HTML, line: gr.Markdown, demo: gr.Blocks) -> None:
+    """Keep ``banner`` and the Preload tab's ``line`` up to date: on page load, then every
+    :data:`PROGRESS_SECONDS` while the start-up preload runs (the timer stops after it)."""
+    timer = gr.Timer(PROGRESS_SECONDS, active=preload.running)
+
+    def show() -> tuple[str, str, gr.Timer]:
+        status = preload.status()
+        running = status["state"] in ("loading", "running")
+        return preload_banner(status), preload_line(status), gr.Timer(active=running)
+
+    for trigger in (demo.load, timer.tick):
+        trigger(show, outputs=[banner, line, timer], api_visibility="private", show_progress="hidden", queue=False)

@@ -112,6 +112,12 @@ input[type=radio]:focus-visible, input[type=checkbox]:focus-visible {
    word of the headers and of a voice name, webui.py). */
 #top-requested .wrap, #top-missed .wrap { word-break: normal !important; overflow-wrap: normal !important; }
 .cache-result { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; }
+/* The start-up preload's banner over the tabs: shown while it runs (or after, when phrases
+   failed); its block takes no room while it has nothing to say. */
+#preload-banner:not(:has(.preload-banner)) { display: none; }
+.preload-banner { border-radius: var(--radius-md); padding: 8px 12px; font-weight: 600; }
+.preload-banner.info { background: #dbeafe; color: #1e3a8a; }
+.preload-banner.warn { background: #fef3c7; color: #78350f; }
 #generate:disabled, #convert:disabled, #run-preload:disabled { opacity: 1; filter: none; cursor: progress;
   background: var(--neutral-600); border-color: var(--neutral-600); color: white; }
 """
