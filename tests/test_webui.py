@@ -434,6 +434,42 @@ def test_a_fast_result_plays_whole_and_a_long_slow_miss_plays_live(client: Clien
     assert whole.cache == "HIT" and _md5(final[1]) == hashlib.md5(whole.wav).hexdigest()
 
 
+def test_a_live_announcement_that_fails_part_way_says_so_and_offers_no_partial_result(
+    client: Client, service: TTSService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The live player played the first sentences, then the engine failed: the last
+    update empties and hides the live player (its part is no result to replay or
+    download), leaves no result file, and the badge says FAILED, not "stored"; while it
+    played, the badge said it was being made, not that it was stored. Nothing is cached."""
+    if not webui.live_playback_available():
+        if os.environ.get("CI"):
+            pytest.fail("ffmpeg is missing; .ci/run installs it with apt-get install ffmpeg")
+        pytest.skip("the live player needs ffmpeg (apt-get install ffmpeg); CI runs this test")
+    from lib.engines.tone import ToneEngine
+
+    made = ToneEngine.synthesise
+
+    def fails_at_the_fifth(self: ToneEngine, text: str, *args: Any, **kwargs: Any) -> Any:
+        if "第5句" in text:
+            raise EngineError("the engine stopped")
+        return made(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(ToneEngine, "synthesise", fails_at_the_fifth)
+    service.engine.delay, service.engine.seconds_per_char = 0.4, 0.15
+    text = "".join(f"第{i}句话在这里慢慢地合成出来。" for i in range(1, 7))
+    job = client.submit(*{**_FORM, "text": text}.values(), api_name="/synthesise_live")
+    with pytest.raises(Exception):  # noqa: B017 - gradio_client's error type for a handler's gr.Error
+        job.result()
+    updates = job.outputs()
+    shown = next(u for u in updates if u[0] == {"__type__": "update", "visible": True})
+    assert "边合成边播放" in shown[2] and "playing while it is made" in shown[2] and "stored when" in shown[2]
+    assert not any("synthesised now and stored" in str(u[2]) for u in updates)
+    last = updates[-1]
+    assert last[0] == {"__type__": "update", "value": None, "visible": False} and last[1] is None
+    assert 'data-cache="FAILED"' in last[2] and "nothing was stored" in last[2] and "#b91c1c" in last[2]
+    assert service.cache.lookup(service.resolve(TTSRequest(text=text, voice="tone-low")).key) is None
+
+
 def test_the_served_page_says_it_is_chinese_before_any_script_runs(client: Client) -> None:
     page = httpx.get(client.src, timeout=30)
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")

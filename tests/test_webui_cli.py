@@ -81,7 +81,7 @@ def _flags(helptext: str) -> set[str]:
 def test_webui_and_preload_share_the_documented_flags() -> None:
     helptext = run_webui("--help").stdout
     assert _flags(helptext) == {"--config", "--host", "--port", "--cache-dir", "--engine", "--model-dir",
-                                "--shared-url", "--objects-url", "--clear-cache"}  # fmt: skip
+                                "--shared-url", "--objects-url", "--clear-cache", "--preload"}  # fmt: skip
     assert "Precedence" in helptext
     preload = subprocess.run([sys.executable, str(REPO / "preload_cache.py"), "--help"], capture_output=True,
                              text=True, timeout=60, cwd=REPO)  # fmt: skip

@@ -173,7 +173,7 @@ class Handlers(CacheHandlers):
         result is still cached. Outputs: live player, then those of :meth:`synthesise`."""
         progress(0.1, desc="合成中 Synthesising…")
         form = self.press_generation(request)
-        live = False
+        live = fed = False
         try:
             fields = SynthesisForm(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
             req = fields.request()
@@ -183,14 +183,18 @@ class Handlers(CacheHandlers):
                 for pcm in feed.slices():
                     if self.form_generation(request) != form:
                         break  # the mode was switched: stop playing (the result is still made and stored)
+                    fed = True
                     yield wav_bytes(pcm, answer.sample_rate), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
                     if not live and feed.hold_sent:  # a fresh player (unmounted since the last request) starts at 0
                         live = True
-                        badge = badge_html(answer.cache, live=True)
+                        badge = badge_html(answer.cache, live=True, making=True)
                         yield gr.update(visible=True), gr.skip(), badge, LIVE_NOTE, gr.skip(), gr.skip()
             result = answer.result()
             name, path = self._file(req, result, fmt)
         except TTSError as exc:
+            if fed:  # heard in part: the badge says it failed, and the part is not offered as the result
+                failed = badge_html("FAILED", live=True)
+                yield gr.update(value=None, visible=False), None, failed, "", gr.skip(), gr.skip()
             self.fail("synth", request, explain(exc, paths=[prompt_audio]))
         if self.form_generation(request) != form:
             yield gr.skip(), *_DISCARDED

@@ -35,13 +35,23 @@ __all__ = [
 ]
 
 #: Badge backgrounds; white text on each is at least 4.5:1 (WCAG AA), tested in the browser.
-BADGE_COLOURS = {"HIT": "#15803d", "MISS": "#b45309", "BYPASS": "#475569", "COMPOSED": "#1d4ed8"}
-"""HIT green, MISS amber, BYPASS grey, COMPOSED blue (made from a template's cached pieces)."""
+BADGE_COLOURS = {
+    "HIT": "#15803d", "MISS": "#b45309", "BYPASS": "#475569", "COMPOSED": "#1d4ed8", "FAILED": "#b91c1c",
+}  # fmt: skip
+"""HIT green, MISS amber, BYPASS grey, COMPOSED blue (made from a template's cached pieces),
+FAILED red (a live announcement that failed part-way)."""
 _BADGE_WORDS = {
     "HIT": "命中缓存 Served from the cache",
     "MISS": "未命中，已合成并存入缓存 Not cached: synthesised now and stored",
     "BYPASS": "未使用缓存 Cache bypassed: synthesised, not stored",
     "COMPOSED": "由模板的缓存片段拼接 Composed from a template's cached pieces",
+    "FAILED": (
+        "合成中途失败：已播放的部分不完整，未存入缓存 Failed part-way: what played was incomplete; nothing was stored"
+    ),
+}
+_MAKING_WORDS = {
+    "MISS": "未命中，正在合成，边合成边播放；完成后存入缓存 Not cached: playing while it is made; stored when complete",
+    "BYPASS": "未使用缓存，边合成边播放 Cache bypassed: playing while it is made, not stored",
 }
 
 #: One entry of the session's history (gr.State): path, label, cache result.
@@ -73,17 +83,21 @@ def shown_cache(result: SynthesisResult) -> str:
     return result.cache
 
 
-def badge_html(cache: str, *, live: bool = False, info: Mapping[str, Any] | None = None, approved: bool = False) -> str:
+def badge_html(
+    cache: str, *, live: bool = False, info: Mapping[str, Any] | None = None, approved: bool = False,
+    making: bool = False,
+) -> str:  # fmt: skip
     """The HIT/MISS/BYPASS pill and what it means; empty before a result. ``live``: the
     result was played live (``data-live``: the page script does not play its file
     again). ``info``: the result's notes (a HIT composed from pieces says so). The empty
     ``first-sound`` span is filled by the page script with the time until the operator
     heard the result. ``approved``: the answer is the phrase's approved take (lib.takes),
-    said as 已审核 Approved next to the pill."""
+    said as 已审核 Approved next to the pill. ``making``: still being made while it plays
+    (not yet stored: the words say so); ``FAILED``: a live result that failed part-way."""
     if not cache:
         return ""
     colour = BADGE_COLOURS.get(cache, "#475569")
-    words = _BADGE_WORDS.get(cache, "")
+    words = (_MAKING_WORDS if making else _BADGE_WORDS).get(cache, "")
     pieces = int((info or {}).get("segments", 0))
     if cache == "HIT" and (info or {}).get("template"):
         words = f"命中缓存：由模板的 {pieces} 个缓存片段拼接 Served from the cache: {pieces} cached pieces joined"
