@@ -9,14 +9,16 @@ directory, so a test run leaves the work tree clean."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from conftest import REPO, serving
@@ -367,6 +369,58 @@ def test_a_new_request_clears_the_result_and_errors_show_in_place(page: Page, vi
     page.locator("#speed input").fill("1.25")
     synthesise(page)
     expect(message).to_have_count(0)
+
+
+class _HeldTone(ToneEngine):
+    """The tone engine; the text :attr:`held` waits for :attr:`release`."""
+
+    def __init__(self, held: str) -> None:
+        super().__init__()
+        self.held, self.release, self.reached = held, threading.Event(), threading.Event()
+
+    def synthesise(self, text: str, *args: Any, **kwargs: Any) -> Any:
+        if text == self.held:
+            self.reached.set()
+            self.release.wait(60)
+        return super().synthesise(text, *args, **kwargs)
+
+
+def test_the_startup_preload_shows_its_progress_while_the_app_serves(
+    open_page: Callable[[str], Page], viewport: str, tmp_path: Path
+) -> None:
+    """``./run.sh``'s start-up preload (``webui.py --preload``) runs behind a served UI:
+    a banner over the tabs says how far it is and that the app can be used, a press is
+    answered meanwhile, and when the preload ends the banner goes and the Preload tab
+    says what it did."""
+    from playwright.sync_api import expect
+
+    from lib.batch.background import BackgroundPreload
+
+    phrases = tmp_path / "hot.json"
+    listed = [{"text": f"预加载第{i}句", "voice": "low"} for i in range(1, 4)]
+    phrases.write_text(json.dumps({"voices": {"low": {"preset": "tone-low"}}, "phrases": listed}), encoding="utf-8")
+    engine = _HeldTone(held="预加载第1句")
+    config = load_config(env={}, overrides={"cache.dir": str(tmp_path / "cache"), "engine": "tone"})
+    service = TTSService(config, engine=engine)
+    preload = BackgroundPreload(service, phrases, out=io.StringIO())
+    try:
+        with serving(webui.create_app(service, phrases_path=phrases, preload=preload), _port()) as url:
+            preload.start()
+            assert engine.reached.wait(30)
+            page = open_page(url)
+            banner = page.locator("#preload-banner .preload-banner")
+            expect(banner).to_contain_text("0/3")
+            expect(banner).to_contain_text("You can work now")
+            assert in_view(page, banner), f"the preload banner is out of view at {viewport}"
+            assert synthesise(page) == "MISS"  # served while the preload stands on its first phrase
+            engine.release.set()
+            expect(banner).to_have_count(0, timeout=30_000)  # done, nothing failed: gone
+            open_tab(page, "预加载 Preload")
+            expect(page.locator("#preload-startup")).to_contain_text("done: 3")
+    finally:
+        engine.release.set()
+        preload.stop()
+        service.close()
 
 
 def test_fields_follow_the_mode_with_steps_and_notes(page: Page) -> None:

@@ -134,7 +134,8 @@ input[type=radio]:focus-visible, input[type=checkbox]:focus-visible {
 #: the badge (``#first-sound``). And a file that is not audio, chosen or dropped on a
 #: recording field, is refused here in both languages (Gradio would answer with an
 #: English pop-up listing MIME types): the tab's message box says what to upload. A
-#: press of Synthesise, Convert or an example stops the result playing at once.
+#: press of Synthesise, Convert or an example stops the result playing at once. The
+#: result's error box is scrolled into view when an error appears in it.
 JS = f"""
 () => {{
   document.documentElement.lang = "{LANG}";
@@ -198,6 +199,18 @@ JS = f"""
   }};
   document.addEventListener("change", (event) => refuse(event, event.target.files), true);
   document.addEventListener("drop", (event) => refuse(event, event.dataTransfer && event.dataTransfer.files), true);
+  // A refused press's errors come into view when they appear, wherever the page was: the
+  // press scrolled the result panel up before the last result cleared, and the page
+  // below it moved again meanwhile (on a phone the errors were left under the fold).
+  const messages = document.querySelector("#result-message");
+  if (messages) {{
+    new MutationObserver(() => {{
+      const error = messages.querySelector(".ui-error");
+      if (!error || error.dataset.shown) return;
+      error.dataset.shown = "1";
+      requestAnimationFrame(() => error.scrollIntoView({{ block: "nearest" }}));
+    }}).observe(messages, {{ childList: true, subtree: true }});
+  }}
 }}
 """
 
