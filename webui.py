@@ -47,6 +47,7 @@ from lib.ui.forms import (
     voice_choices,
 )
 from lib.ui.handlers import BUTTON_LABELS, HISTORY, LIVE_NOTICE, Handlers, live_playback_available
+from lib.ui.health import TITLE, live_health
 from lib.ui.page import PageLanguage
 from lib.ui.plots import WINDOWS
 from lib.ui.preload_tab import background_progress, preload_tab
@@ -74,7 +75,8 @@ def build_demo(
     demo = gr.Blocks(title="语音克隆合成 Voice cloning TTS", analytics_enabled=False)
     engine = engine_title(service.engine.name, str(getattr(service.engine, "base", "")))
     with demo:
-        gr.Markdown(f"# 语音克隆合成 Voice cloning TTS\n引擎 Engine：{engine}", elem_id="page-header")
+        header = gr.Markdown(f"{TITLE}\n引擎 Engine：{engine}", elem_id="page-header")
+        health = gr.HTML(elem_id="health-banner", js_on_load=None)
         banner = gr.HTML(elem_id="preload-banner", js_on_load=None)
         with gr.Tabs():
             with gr.Tab("合成 Synthesise", id="synth"):
@@ -87,6 +89,7 @@ def build_demo(
                 preloaded, startup = preload_tab(h)
                 refresh_cache(preloaded.success)  # the figures say what the preload did
         background_progress(preload or BackgroundPreload.none(), banner, startup, demo)
+        live_health(service, header, health, demo)
         demo.load(lambda: h.voice_updates()[:2], outputs=[voice, delete_pick], api_visibility="private")
     return demo
 

@@ -423,6 +423,40 @@ def test_the_startup_preload_shows_its_progress_while_the_app_serves(
         service.close()
 
 
+def test_the_header_names_the_base_and_a_degraded_engine_is_a_banner_until_it_recovers(
+    open_page: Callable[[str], Page], page: Page, viewport: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The header names the base voice that speaks (the module's app: espeak-ng); while
+    ``/healthz`` is degraded a banner over the tabs says why in operators' words, and it
+    goes when the engine recovers (the page reads the health again by itself)."""
+    from playwright.sync_api import expect
+
+    import lib.ui.health
+
+    expect(page.locator("#page-header")).to_contain_text("espeak-ng")
+    expect(page.locator("#health-banner .health-banner")).to_have_count(0)
+    monkeypatch.setattr(lib.ui.health, "HEALTH_SECONDS", 1.0)  # read by the page built below
+    engine = ToneEngine()
+    config = load_config(env={}, overrides={"cache.dir": str(tmp_path / "cache"), "engine": "tone"})
+    service = TTSService(config, engine=engine)
+    try:
+        with serving(webui.create_app(service), _port()) as url:
+            engine.fail = RuntimeError("out of memory")
+            for i in range(3):
+                with pytest.raises(EngineError):
+                    service.synthesise(TTSRequest(text=f"text {i}", voice="tone-low"))
+            sick = open_page(url)
+            banner = sick.locator("#health-banner .health-banner")
+            expect(banner).to_contain_text("The voice engine is failing")
+            expect(banner).to_contain_text("语音引擎出错")
+            assert in_view(sick, banner), f"the health banner is out of view at {viewport}"
+            engine.fail = None
+            service.synthesise(TTSRequest(text="text 4", voice="tone-low"))
+            expect(banner).to_have_count(0, timeout=20_000)
+    finally:
+        service.close()
+
+
 def test_fields_follow_the_mode_with_steps_and_notes(page: Page) -> None:
     from playwright.sync_api import expect
 

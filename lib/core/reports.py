@@ -181,6 +181,9 @@ class HealthReport(TypedDict):
     status: Literal["ok", "degraded"]
     reasons: list[str]
     engine: str
+    base: str
+    """The base voice that speaks (the built-in engine: ``kokoro`` or ``espeak``, which it
+    falls back to when Kokoro cannot run); "" for other engines."""
     model_version: str
     cache: CacheHealth
     stores: dict[str, StoreState]

@@ -182,6 +182,7 @@ class Dashboard:
             "status": "degraded" if reasons else "ok",
             "reasons": reasons,
             "engine": self.engine.name,
+            "base": str(getattr(self.engine, "base", "") or ""),
             "model_version": self.engine.model_version,
             "cache": {"available": audio["available"], "dir": self.cache_dir, "error": audio["error"]},
             "stores": stores,

@@ -115,6 +115,11 @@ input[type=radio]:focus-visible, input[type=checkbox]:focus-visible {
 /* The start-up preload's banner over the tabs: shown while it runs (or after, when phrases
    failed); its block takes no room while it has nothing to say. */
 #preload-banner:not(:has(.preload-banner)) { display: none; }
+#health-banner:not(:has(.health-banner)) { display: none; }
+.health-banner { background: #fee2e2; color: #7f1d1d; border: 1px solid #b91c1c; border-radius: var(--radius-md);
+  padding: 8px 12px; }
+.health-banner ul { margin: 4px 0 0 1.2em; }
+.health-banner small { color: #7f1d1d; }
 .preload-banner { border-radius: var(--radius-md); padding: 8px 12px; font-weight: 600; }
 .preload-banner.info { background: #dbeafe; color: #1e3a8a; }
 .preload-banner.warn { background: #fef3c7; color: #78350f; }
