@@ -15,6 +15,7 @@ from typing import Any
 
 import gradio as gr
 
+from lib.audio.activity import prompt_advice, speech_activity
 from lib.audio.pcm import wav_bytes
 from lib.core.reports import VoiceInfo
 from lib.errors import TTSError
@@ -360,8 +361,24 @@ class Handlers(CacheHandlers):
         return [gr.validate(True, "") for _ in fields]
 
     def form_note(self, mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, style: str) -> str:
+        """The steps line; with an uploaded recording the mode uses, a warning when it is
+        shorter than asked or mostly silence (:func:`lib.audio.activity.prompt_advice`)."""
         saved = {v["name"] for v in self.service.voices.list(caller=ANYONE) if v["kind"] == "saved"}
-        return form_note(mode, prompt_audio, voice, prompt_text, style, self.service.engine.style_modes, saved)
+        note = form_note(mode, prompt_audio, voice, prompt_text, style, self.service.engine.style_modes, saved)
+        form = MODE_FORMS.get(mode)
+        advice = self.recording_advice(prompt_audio) if form is not None and form.prompt_audio else ""
+        return f"{note}  \n{advice}" if advice else note
+
+    def recording_advice(self, path: str | None) -> str:
+        """:func:`lib.audio.activity.prompt_advice` for an uploaded recording; "" when there
+        is none or it cannot be decoded (the form's check says why when it is used)."""
+        if not path:
+            return ""
+        try:
+            prompt = self.service.voices.prompt(path, remember=False)
+        except TTSError:
+            return ""
+        return prompt_advice(speech_activity(prompt.pcm))
 
     # -- voices --------------------------------------------------------------------------
 
@@ -384,7 +401,10 @@ class Handlers(CacheHandlers):
             self.fail("voices", request, explain(exc, paths=[audio]))
         name, seconds = saved["name"], saved["seconds"]
         done = f"✔ 已保存音色「{name}」（{seconds} 秒）。Saved the voice '{name}' ({seconds} s)."
-        if not RECOMMENDED_SECONDS[0] <= float(seconds) <= RECOMMENDED_SECONDS[1]:
+        advice = self.recording_advice(audio)
+        if advice:  # too short, or mostly silence: saved as it is, and why it may clone badly
+            done += " " + advice
+        elif not RECOMMENDED_SECONDS[0] <= float(seconds) <= RECOMMENDED_SECONDS[1]:
             low, high = RECOMMENDED_SECONDS
             done += (
                 f" ⚠ 录音长 {seconds} 秒，不在建议的 {low:g}–{high:g} 秒内：已按原样保存；一段 {low:g}–{high:g} 秒、"
