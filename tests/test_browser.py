@@ -1028,10 +1028,28 @@ def test_try_takes_shows_n_players_and_approve_makes_the_next_press_approved(pag
     for i in range(3):  # the default N
         expect(page.locator(f"#takes-{i}")).to_contain_text(f"种子 seed {i} ·", timeout=60_000)
     expect(page.locator("#takes-3")).to_have_count(0)  # hidden: not rendered
+    expect(page.locator("#takes-withdraw")).to_have_count(0)  # nothing approved yet
+    # Compared one at a time: a take that starts playing stops the one playing.
+    page.evaluate("() => { document.querySelector('#takes-0 audio').play().catch(() => {}); }")
+    page.wait_for_function("!document.querySelector('#takes-0 audio').paused", timeout=10_000)
+    page.evaluate("() => { document.querySelector('#takes-1 audio').play().catch(() => {}); }")
+    page.wait_for_function(
+        "document.querySelector('#takes-0 audio').paused && !document.querySelector('#takes-1 audio').paused",
+        timeout=10_000,
+    )
     page.locator("#takes-approve-1").click()
-    expect(page.locator("#takes-message")).to_contain_text("已采用 Approved: seed 1")
+    expect(page.locator("#takes-message")).to_contain_text("已采用 Approved: 版本 take 2, seed 1")
+    expect(page.locator("#takes-approve-1")).to_have_text("✔ 已采用 Approved (seed 1)")  # the chosen take marked
+    expect(page.locator("#takes-approve-0")).to_have_text("采用 Approve (seed 0)")
     assert synthesise(page) == "HIT"  # the seed field left empty: the approved take
     expect(page.locator("#approved-badge")).to_have_text("已审核 Approved")
+    expect(page.locator("#result-details")).to_contain_text("_seed1_")  # its file is named by its own seed
+    page.locator("#takes-withdraw").click()
+    expect(page.locator("#takes-message")).to_contain_text("已撤销采用 Withdrawn: seed 1")
+    expect(page.locator("#takes-approve-1")).to_have_text("采用 Approve (seed 1)")
+    expect(page.locator("#takes-withdraw")).to_have_count(0)
+    synthesise(page)
+    expect(page.locator("#approved-badge")).to_have_count(0)  # the default seed's render again
 
 
 # -- the README's screenshots ----------------------------------------------------------------

@@ -160,7 +160,7 @@ class Handlers(CacheHandlers):
             self.fail("synth", request, explain(exc, paths=[prompt_audio]))
         if self.form_generation(request) != form:
             return _DISCARDED  # the mode was switched meanwhile: not under another mode's form
-        return self._shown(req, result, name, path, history)
+        return self._shown(req, result, name, path, history, seed=self._seed(req, result))
 
     def synthesise_live(
         self, mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, text: str, style: str,
@@ -200,7 +200,7 @@ class Handlers(CacheHandlers):
         if self.form_generation(request) != form:
             yield gr.skip(), *_DISCARDED
             return
-        yield gr.skip(), *self._shown(req, result, name, path, history, live=live)
+        yield gr.skip(), *self._shown(req, result, name, path, history, seed=self._seed(req, result), live=live)
 
     # -- convert (speech to speech) -------------------------------------------------------
 
@@ -237,12 +237,21 @@ class Handlers(CacheHandlers):
             self.fail("synth", request, explain(exc, paths=[source, prompt_audio]))
         if self.form_generation(request) != form:
             return _DISCARDED  # the mode was switched meanwhile: it would land under another form
-        return self._shown(req, result, name, path, history)
+        return self._shown(req, result, name, path, history, seed=self._seed(req, result))
+
+    def _seed(self, req: TTSRequest | ConvertRequest, result: SynthesisResult) -> int:
+        """The seed that made ``result``: the approved take's own when the answer is the
+        phrase's approved take (a request that names no seed), else the request's."""
+        if result.take == "approved":
+            approval = self.service.takes.book.by_key(result.key)
+            if approval is not None:
+                return approval.seed
+        return req.seed or 0
 
     def _file(self, req: TTSRequest | ConvertRequest, result: SynthesisResult, fmt: str) -> tuple[str, Path]:
         """The result as a private file named by what it is (voice, text, seed)."""
         style = req.style if isinstance(req, TTSRequest) else ""
-        name = download_name(req.voice or "", _words(req), req.seed or 0, result.key, fmt, style)
+        name = download_name(req.voice or "", _words(req), self._seed(req, result), result.key, fmt, style)
         if fmt == "wav":
             data = result.wav
         elif result.cache == "COMPOSED":
@@ -255,7 +264,7 @@ class Handlers(CacheHandlers):
     @staticmethod
     def _shown(
         req: TTSRequest | ConvertRequest, result: SynthesisResult, name: str, path: Path,
-        history: list[HistoryItem] | None, *, live: bool = False,
+        history: list[HistoryItem] | None, *, seed: int, live: bool = False,
     ) -> tuple[str, str, str, Any, list[HistoryItem]]:  # fmt: skip
         """Result file, badge, details, style notice, and the history with this result
         first. ``live``: the result was heard in the live player (the page script then
@@ -263,7 +272,7 @@ class Handlers(CacheHandlers):
         notice = style_notice(result.info)
         item: HistoryItem = {
             "path": str(path),
-            "label": history_label(shown_cache(result), req.voice or "", _words(req), req.seed or 0),
+            "label": history_label(shown_cache(result), req.voice or "", _words(req), seed),
         }
         kept = [h for h in (history or []) if h.get("path") != item["path"]]
         approved = result.take == "approved"

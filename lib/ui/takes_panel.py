@@ -24,12 +24,15 @@ from lib.ui.forms import SynthesisForm
 from lib.ui.messages import explain
 from lib.ui.views import download_name
 
-__all__ = ["MAX_UI_TAKES", "REVIEW_HEADERS", "TakesPanel", "review_section", "takes_section"]
+__all__ = ["MAX_UI_TAKES", "REVIEW_HEADERS", "TakeShown", "TakesPanel", "review_section", "takes_section"]
 
 _LOGGER = logging.getLogger(__name__)
 
 MAX_UI_TAKES = 4
 """Players side by side (the API renders up to 8)."""
+
+TakeShown = list[Any]
+"""One take shown side by side: ``[its cache key, its seed]`` (a list: Gradio's state)."""
 
 REVIEW_HEADERS = ["短语 Phrase", "音色 Voice", "种子 Seed", "模型版本 Model version", "审核人 Who", "时间 When"]
 
@@ -58,23 +61,39 @@ class TakesPanel:
             takes = service.takes.render(req, service.resolve, serve, n=count)
         except (TTSError, ValueError) as exc:
             self.h.fail(channel, request, explain(exc) if isinstance(exc, TTSError) else str(exc))
-        players, buttons = [], []
+        players = []
         for i in range(MAX_UI_TAKES):
             if i >= len(takes):
                 players.append(gr.update(value=None, visible=False))
-                buttons.append(gr.update(visible=False))
                 continue
             take, result = takes[i], made[i]
             name = download_name(req.voice or "", req.text, take.seed, take.key, "wav", req.style)
             path = service.files.write(name, result.wav)
             label = f"版本 Take {i + 1} · 种子 seed {take.seed} · {take.duration:.2f} s · {take.cache}"
             players.append(gr.update(value=str(path), label=label, visible=True))
-            buttons.append(gr.update(visible=True, value=f"采用 Approve (seed {take.seed})"))
+        shown: list[TakeShown] = [[t.key, t.seed] for t in takes]
         message = (
             f"已生成 {len(takes)} 个版本，请试听后采用一个 {len(takes)} takes rendered: listen, then approve one "
             "(the admin). 采用后，种子留空的请求得到该版本 Once approved, requests that name no seed get it."
         )
-        return (message, *players, *buttons, [t.key for t in takes])
+        return (message, *players, *self._marks(shown), shown)
+
+    def _marks(self, shown: list[TakeShown]) -> list[Any]:
+        """The Approve buttons under the takes ``shown``, the approved one marked
+        (✔ 已采用 Approved), and the Withdraw button, shown while one of them is approved."""
+        approved = False
+        buttons = []
+        for i in range(MAX_UI_TAKES):
+            if i >= len(shown):
+                buttons.append(gr.update(visible=False))
+                continue
+            key, seed = shown[i]
+            if self.service.takes.book.by_key(str(key)) is not None:
+                approved = True
+                buttons.append(gr.update(visible=True, value=f"✔ 已采用 Approved (seed {seed})", variant="primary"))
+            else:
+                buttons.append(gr.update(visible=True, value=f"采用 Approve (seed {seed})", variant="secondary"))
+        return [*buttons, gr.update(visible=approved)]
 
     def render(
         self, n: Any, mode: str, prompt_audio: str | None, voice: str | None, prompt_text: str, text: str,
@@ -91,22 +110,47 @@ class TakesPanel:
         return self._render(req, n, "takes", request)
 
     def approver(self, index: int, channel: str) -> Any:
-        """The handler of the Approve button under take ``index``."""
+        """The handler of the Approve button under take ``index``. Outputs: the message,
+        the Approve buttons (the approved one marked), the Withdraw button."""
 
-        def approve(keys: list[str] | None, token: str, request: gr.Request) -> str:
-            if not keys or index >= len(keys):
+        def approve(shown: list[TakeShown] | None, token: str, request: gr.Request) -> tuple[Any, ...]:
+            if not shown or index >= len(shown):
                 self.h.fail(channel, request, "没有可采用的版本 No take to approve: press Try takes first")
             try:
-                approval = self.service.takes.approve(keys[index], caller=self.h.caller(request, token))
+                approval = self.service.takes.approve(str(shown[index][0]), caller=self.h.caller(request, token))
             except TTSError as exc:
                 self.h.fail(channel, request, explain(exc))
             _LOGGER.info("take %s approved from the web UI for %r", approval.key, cut_text(approval.text))
-            return (
-                f"✔ 已采用 Approved: seed {approval.seed}（{approval.duration:.2f} s）。种子留空的请求从此得到这个版本 "
-                "Requests that name no seed (the seed field left empty) now get this take."
+            message = (
+                f"✔ 已采用 Approved: 版本 take {index + 1}, seed {approval.seed}（{approval.duration:.2f} s）。"
+                "种子留空的请求从此得到这个版本 Requests that name no seed (the seed field left empty) now get "
+                "this take."
             )
+            return (message, *self._marks(shown))
 
         return approve
+
+    def withdrawer(self, channel: str) -> Any:
+        """The handler of Withdraw: the approval of the shown takes' phrase is withdrawn
+        (requests that name no seed get the default seed's render again). Outputs: as
+        :meth:`approver`'s."""
+
+        def withdraw(shown: list[TakeShown] | None, token: str, request: gr.Request) -> tuple[Any, ...]:
+            approved = [str(key) for key, _ in shown or [] if self.service.takes.book.by_key(str(key)) is not None]
+            if not shown or not approved:
+                self.h.fail(channel, request, "这些版本都未被采用 None of these takes is approved: nothing to withdraw")
+            try:
+                approval = self.service.takes.withdraw(approved[0], caller=self.h.caller(request, token))
+            except TTSError as exc:
+                self.h.fail(channel, request, explain(exc))
+            _LOGGER.info("approval of take %s withdrawn from the web UI", approval.key)
+            message = (
+                f"已撤销采用 Withdrawn: seed {approval.seed}。种子留空的请求重新得到默认版本 Requests that name no "
+                "seed get the default seed's render again."
+            )
+            return (message, *self._marks(shown))
+
+        return withdraw
 
     # -- the Cache tab: approvals made by another model -------------------------------------
 
@@ -159,6 +203,8 @@ def _wire(
     failure = gr.HTML(elem_id=f"{elem}-error", js_on_load=None)
     keys = gr.State([])
     players, buttons = _players(elem)
+    withdraw = gr.Button("撤销采用 Withdraw approval", visible=False, elem_id=f"{elem}-withdraw", size="sm")
+    marks = [*buttons, withdraw]
     if area is None:
         first = trigger(lambda: "", outputs=failure, queue=False, api_visibility="private")
     else:
@@ -166,13 +212,14 @@ def _wire(
             lambda: ("", gr.update(visible=True)), outputs=[failure, area], queue=False, api_visibility="private"
         )
     rendered = first.then(
-        run, inputs=inputs, outputs=[message, *players, *buttons, keys], show_progress_on=[message],
+        run, inputs=inputs, outputs=[message, *players, *marks, keys], show_progress_on=[message],
         api_name=None, api_visibility="private", concurrency_limit=2,
     )  # fmt: skip
     rendered.failure(panel.h.failure_view(channel), outputs=failure, api_visibility="private")
-    for i, button in enumerate(buttons):
+    actions = [(button, panel.approver(i, channel)) for i, button in enumerate(buttons)]
+    for button, action in [*actions, (withdraw, panel.withdrawer(channel))]:
         done = button.click(lambda: "", outputs=failure, queue=False, api_visibility="private").then(
-            panel.approver(i, channel), inputs=[keys, token], outputs=message, api_visibility="private"
+            action, inputs=[keys, token], outputs=[message, *marks], api_visibility="private"
         )
         done.failure(panel.h.failure_view(channel), outputs=failure, api_visibility="private")
     return rendered

@@ -140,7 +140,8 @@ input[type=radio]:focus-visible, input[type=checkbox]:focus-visible {
 #: recording field, is refused here in both languages (Gradio would answer with an
 #: English pop-up listing MIME types): the tab's message box says what to upload. A
 #: press of Synthesise, Convert or an example stops the result playing at once. The
-#: result's error box is scrolled into view when an error appears in it.
+#: result's error box is scrolled into view when an error appears in it. One player
+#: plays at a time: one that starts stops the others.
 JS = f"""
 () => {{
   document.documentElement.lang = "{LANG}";
@@ -166,6 +167,13 @@ JS = f"""
   document.addEventListener("click", (event) => {{
     if (!event.target.closest || !event.target.closest("#generate, #convert, #examples button")) return;
     document.querySelectorAll("#result-audio audio, #live-audio audio").forEach((a) => a.pause());
+  }}, true);
+  // One player at a time: a player that starts (a take compared with another, a voice's
+  // sample, an earlier result) stops every other one.
+  document.addEventListener("play", (event) => {{
+    const started = event.target;
+    if (!(started instanceof HTMLMediaElement)) return;
+    document.querySelectorAll("audio, video").forEach((m) => {{ if (m !== started && !m.paused) m.pause(); }});
   }}, true);
   document.addEventListener("playing", (event) => {{
     const at = window.ttsPressedAt;
