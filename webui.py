@@ -35,7 +35,6 @@ from lib.errors import TTSError
 from lib.pipeline.service import TTSService
 from lib.request.access import ANYONE, LOCAL
 from lib.request.validate import MAX_SEED, MAX_SPEED, MIN_SPEED
-from lib.ui.base import token_box
 from lib.ui.forms import (
     MODE_FORMS,
     build_request,
@@ -52,6 +51,7 @@ from lib.ui.page import PageLanguage
 from lib.ui.plots import WINDOWS
 from lib.ui.preload_tab import background_progress, preload_tab
 from lib.ui.readings_panel import ReadingsPanel, reading_line, readings_panel
+from lib.ui.signin import signin_section
 from lib.ui.takes_panel import MAX_UI_TAKES, TakesPanel, review_section, takes_section
 from lib.ui.tempdir import private_gradio_dir
 from lib.ui.theme import CSS, FORGET_PRESS, JS, LANG, PLAY_RESULT, SHOW_CONFIRM, SHOW_RESULT, theme
@@ -78,15 +78,16 @@ def build_demo(
         header = gr.Markdown(f"{TITLE}\n引擎 Engine：{engine}", elem_id="page-header")
         health = gr.HTML(elem_id="health-banner", js_on_load=None)
         banner = gr.HTML(elem_id="preload-banner", js_on_load=None)
+        token = signin_section(h)  # one admin sign-in, read by every admin action below
         with gr.Tabs():
             with gr.Tab("合成 Synthesise", id="synth"):
-                mode, voice = _synthesise_tab(h)
+                mode, voice = _synthesise_tab(h, token)
             with gr.Tab("音色 Voices", id="voices"):
-                delete_pick = _voices_tab(h, demo, mode, voice)
+                delete_pick = _voices_tab(h, demo, mode, voice, token)
             with gr.Tab("缓存 Cache", id="cache") as cache_tab:
-                refresh_cache = _cache_tab(h, demo, cache_tab)
+                refresh_cache = _cache_tab(h, demo, cache_tab, token)
             with gr.Tab("预加载 Preload", id="preload"):
-                preloaded, startup = preload_tab(h)
+                preloaded, startup = preload_tab(h, token)
                 refresh_cache(preloaded.success)  # the figures say what the preload did
         background_progress(preload or BackgroundPreload.none(), banner, startup, demo)
         live_health(service, header, health, demo)
@@ -94,7 +95,7 @@ def build_demo(
     return demo
 
 
-def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
+def _synthesise_tab(h: Handlers, token: gr.Textbox) -> tuple[gr.Radio, gr.Dropdown]:
     """The form on the left; the button, the result and its badge on the right (kept in
     view on wide screens, right under the button on phones); recent results below."""
     service, engine = h.service, h.service.engine
@@ -163,7 +164,7 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
                 files = [f for f in FORMATS if f != "pcm"]
                 fmt = gr.Dropdown(files, value="wav", label="格式 Format", elem_id="format")
                 use_cache = gr.Checkbox(value=True, label="使用缓存 Use cache", elem_id="use-cache")
-            readings_panel(readings, text, voice, line)
+            readings_panel(readings, text, voice, line, token)
         with gr.Column(scale=2, min_width=320, elem_id="result-panel"):
             generate = gr.Button(BUTTON_LABELS[False], variant="primary", size="lg", elem_id="generate")
             convert = gr.Button(BUTTON_LABELS[True], variant="primary", size="lg", elem_id="convert", visible=False)
@@ -192,7 +193,7 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
                 try_takes = gr.Button("试听多个版本 Try takes", elem_id="try-takes", scale=2, min_width=160)
                 takes_n = gr.Slider(2, MAX_UI_TAKES, value=3, step=1, label="版本数 Takes", elem_id="takes-n", scale=1)
     form = [mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache]
-    takes_section(TakesPanel(h), try_takes, takes_n, form)  # N takes of the form, side by side
+    takes_section(TakesPanel(h), try_takes, takes_n, form, token)  # N takes of the form, side by side
     with gr.Accordion("最近结果（本页会话）Recent results in this session", elem_id="history"), gr.Row():
         players = [
             gr.Audio(
@@ -272,9 +273,8 @@ def _synthesise_tab(h: Handlers) -> tuple[gr.Radio, gr.Dropdown]:
     return mode, voice
 
 
-def _voices_tab(h: Handlers, demo: gr.Blocks, mode: gr.Radio, voice: gr.Dropdown) -> gr.Dropdown:
+def _voices_tab(h: Handlers, demo: gr.Blocks, mode: gr.Radio, voice: gr.Dropdown, token: gr.Textbox) -> gr.Dropdown:
     """Save a recording under a name, play every voice, delete saved ones (confirmed)."""
-    token_env = h.service.config.server.admin_token_env
     version = gr.State(0)
     gr.Markdown(
         "**操作步骤 Steps**：① 上传或录制 3–10 秒说话声 Upload or record 3–10 s of speech → ② 填写录音里说的话"
@@ -291,7 +291,6 @@ def _voices_tab(h: Handlers, demo: gr.Blocks, mode: gr.Radio, voice: gr.Dropdown
         with gr.Column(scale=2, min_width=280):
             name = gr.Textbox(label="音色名称 Voice name", elem_id="voice-name")
             replace = gr.Checkbox(False, label="替换同名音色（管理员）Replace a voice of this name (admin)")
-            token = token_box(", to replace or delete", token_env, "voice-token")
             save = gr.Button("保存音色 Save voice", variant="primary", elem_id="save-voice")
     message = gr.HTML(elem_id="voice-message", js_on_load=None)
     sample = gr.Audio(type="filepath", label="试听 Sample", interactive=False, autoplay=True, elem_id="voice-sample")
@@ -338,10 +337,9 @@ def _voices_tab(h: Handlers, demo: gr.Blocks, mode: gr.Radio, voice: gr.Dropdown
     return pick
 
 
-def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> Callable[[Any], None]:
+def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab, token: gr.Textbox) -> Callable[[Any], None]:
     """Figures, plots and top phrases over a chosen window; export; admin actions.
     Returns what refreshes them and the evict choices after a trigger (a preload's end)."""
-    token_env = h.service.config.server.admin_token_env
     with gr.Row():
         window = gr.Dropdown(WINDOWS, value=WINDOWS[0][1], label="时间范围 Window", elem_id="window", scale=3)
         refresh = gr.Button("刷新 Refresh", scale=1, elem_id="refresh")
@@ -368,11 +366,6 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab) -> Callable[[Any], Non
                 False, label="我已确认：会影响所有用户的缓存 I understand: this changes the cache for everyone",
                 elem_id="admin-confirm",
             )  # fmt: skip
-            token = token_box(
-                " for these actions, the phrase tables and the export, which hold users' texts",
-                token_env,
-                "admin-token",
-            )
             tag = gr.Dropdown(
                 [], value=None, label="要清除的模型版本 Model version to evict (as found in the cache)",
                 elem_id="evict-tag", allow_custom_value=True,

@@ -1019,6 +1019,52 @@ def test_reading_line_follows_the_text_and_a_lexicon_entry(page: Page, app: tupl
 
 
 @pytest.mark.parametrize("viewport", ["desktop"])
+def test_one_admin_sign_in_serves_every_admin_action_until_sign_out(
+    open_page: Callable[[str], Page], tmp_path: Path
+) -> None:
+    """With an admin token set, the operator signs in once at the top of the page: a
+    wrong token is said to be wrong; the right one is used by the lexicon (Synthesise
+    tab) and the Cache tab's admin-only tables without being typed again; Sign out
+    clears it, and the next admin action is refused."""
+    from playwright.sync_api import expect
+
+    overrides = {"cache.dir": str(tmp_path / "cache"), "engine": "tone", "readings.lexicon": str(tmp_path / "lex.json")}
+    service = TTSService(load_config(env={}, overrides=overrides), admin_token="s3cret-ui")
+    try:
+        with serving(webui.create_app(service), _port()) as url:
+            page = open_page(url)
+            page.locator("#admin-signin .label-wrap").first.click()
+            expect(page.locator("#admin-token")).to_have_count(1)  # one box for the whole page
+            assert page.locator("input[type=password]").count() == 1
+            box = page.locator("#admin-token input")
+            box.fill("not-it")
+            page.locator("#signin").click()
+            expect(page.locator("#signin-status")).to_contain_text("Wrong token")
+            box.fill("s3cret-ui")
+            page.locator("#signin").click()
+            expect(page.locator("#signin-status")).to_contain_text("Signed in as the admin")
+            page.locator("#readings .label-wrap").first.click()
+            page.locator("#lexicon-term textarea").fill("光临")
+            page.locator("#lexicon-reading textarea").fill("guang3 lin4")
+            page.locator("#lexicon-add").click()
+            expect(page.locator("#lexicon-message")).to_contain_text("已保存 Saved")
+            open_tab(page, "缓存 Cache")
+            page.locator("#refresh").click()
+            expect(page.locator("#cache-stats")).not_to_contain_text("shown to the admin only")
+            expect(page.locator("#cache-stats")).to_contain_text("读音词典 Lexicon 1 /")
+            open_tab(page, "合成 Synthesise")
+            page.locator("#signout").click()
+            expect(box).to_have_value("")
+            expect(page.locator("#signin-status")).to_contain_text("Signed out")
+            page.locator("#lexicon-term textarea").fill("欢迎")
+            page.locator("#lexicon-reading textarea").fill("huan1 ying2")
+            page.locator("#lexicon-add").click()
+            expect(page.locator("#lexicon-error")).to_contain_text("Admin sign-in at the top of the web UI")
+    finally:
+        service.close()
+
+
+@pytest.mark.parametrize("viewport", ["desktop"])
 def test_try_takes_shows_n_players_and_approve_makes_the_next_press_approved(page: Page) -> None:
     from playwright.sync_api import expect
 

@@ -146,7 +146,7 @@ def check(caller: Caller, action: Action) -> None:
         raise ForbiddenError(f"the admin token is wrong; to {what}, give the value of {caller.token_env}")
     raise UnauthorizedError(
         f"only the admin may {what}: send the admin token ('Authorization: Bearer <token>' over HTTP, "
-        "the admin token field in the web UI)"
+        "Admin sign-in at the top of the web UI)"
     )
 
 

@@ -28,19 +28,11 @@ from lib.request.access import Caller
 from lib.request.phrases import PhraseRequest, expand, load_phrases
 from lib.ui.messages import UIMessage
 
-__all__ = ["HandlerBase", "error_html", "live_playback_available", "token_box"]
+__all__ = ["HandlerBase", "error_html", "live_playback_available"]
 
 _LOGGER = logging.getLogger(__name__)
 
 _REMEMBERED = 512  # failed events whose message waits for its .failure step
-
-
-def token_box(purpose: str, token_env: str, elem_id: str) -> gr.Textbox:
-    """The password box where an operator types the admin token for ``purpose``; it
-    matters only when ``token_env`` is set (else loopback clients are the admin)."""
-    return gr.Textbox(
-        label=f"管理员令牌 Admin token{purpose} (only when {token_env} is set)", type="password", elem_id=elem_id
-    )
 
 
 def live_playback_available() -> bool:

@@ -36,7 +36,7 @@ class CacheHandlers(HandlerBase):
         self, window: int | None = None, token: str | None = None, request: gr.Request | None = None
     ) -> tuple[Any, ...]:
         """The Cache tab over ``window`` seconds; the phrase tables (users' texts) for the
-        admin only (the admin token field)."""
+        admin only (the page's admin sign-in)."""
         seconds = int(window if window is not None else WINDOWS[0][1])
         snap = self.service.dashboard.snapshot(top=50, caller=self.caller(request, token))  # grouped below: fewer rows
         samples = list(self.service.dashboard.stats.samples)
@@ -46,8 +46,8 @@ class CacheHandlers(HandlerBase):
         text = stats_markdown(snap, (label, rate, lookups))
         if "top_requested" not in snap:
             text += (
-                "\n\n常用短语仅管理员可见（在「管理」中填写管理员令牌）The most requested phrases are shown to the "
-                "admin only (the admin token under Admin)."
+                "\n\n常用短语仅管理员可见（在页面顶部「管理员登录」中登录）The most requested phrases are shown to "
+                "the admin only (sign in under Admin sign-in at the top of the page)."
             )
         return (
             text, latency_plot(samples, seconds, now), hit_rate_plot(samples, seconds, now),

@@ -127,7 +127,7 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
         (r"upload or record the voice to save", "请上传或录制要保存的声音"),
         (r"the admin token is wrong", "管理员令牌不正确"),
         (r"from another machine that needs an admin token", "只有管理员可以这样做：从其他机器操作需要管理员令牌"),
-        (r"send the admin token", "只有管理员可以这样做：请填写管理员令牌"),
+        (r"send the admin token", "只有管理员可以这样做：请在页面顶部「管理员登录」中登录"),
         (r"voice library cannot write now", "音色库暂时无法写入，未做任何更改，请稍后再试"),
         (r"give engine:model_version", "请从列表中选择要清除的模型版本"),
         (r"returned (empty audio|silence)", "引擎没有生成声音，未缓存任何内容，请重试或换一段文字"),

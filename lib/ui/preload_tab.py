@@ -14,7 +14,6 @@ import gradio as gr
 from gradio.events import Dependency
 
 from lib.batch.background import BackgroundPreload, PreloadStatus
-from lib.ui.base import token_box
 from lib.ui.cache_handlers import CacheHandlers
 
 __all__ = ["PRELOAD_LABELS", "background_progress", "preload_banner", "preload_line", "preload_tab"]
@@ -26,10 +25,10 @@ _LOGGER = logging.getLogger(__name__)
 PRELOAD_LABELS = {False: "开始预加载 Run preload", True: "预加载中… Preloading…"}
 
 
-def preload_tab(h: CacheHandlers) -> tuple[Dependency, gr.Markdown]:
+def preload_tab(h: CacheHandlers, token: gr.Textbox) -> tuple[Dependency, gr.Markdown]:
     """The tab's components and its one event (``/preload``); returns the event, whose
     ``.success`` refreshes the Cache tab, and the start-up preload's line
-    (:func:`background_progress` fills it)."""
+    (:func:`background_progress` fills it). ``token``: the page's admin sign-in (to force)."""
     shipped = h.phrases_path.name
     startup = gr.Markdown(elem_id="preload-startup")
     gr.Markdown(
@@ -41,7 +40,6 @@ def preload_tab(h: CacheHandlers) -> tuple[Dependency, gr.Markdown]:
     )
     with gr.Row():
         force = gr.Checkbox(False, label="强制重新生成已缓存的短语（管理员）Force: regenerate cached phrases (admin)")
-        token = token_box(", to force", h.service.config.server.admin_token_env, "preload-token")
     start = gr.Button(PRELOAD_LABELS[False], variant="primary", elem_id="run-preload")
     # The progress bar is drawn over this box: it has a height of its own even while empty
     # (an empty Markdown is 0 px high, and the bar was clipped away inside it).

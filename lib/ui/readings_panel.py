@@ -18,7 +18,7 @@ import gradio as gr
 from lib.core.logtext import cut_text
 from lib.errors import TTSError
 from lib.text.tokens import Reading
-from lib.ui.base import HandlerBase, token_box
+from lib.ui.base import HandlerBase
 from lib.ui.messages import explain
 
 __all__ = ["ENTRY_HEADERS", "ReadingsPanel", "reading_html", "reading_line", "readings_panel"]
@@ -137,7 +137,9 @@ def reading_line(panel: ReadingsPanel, text: str | None, voice: str | None) -> g
     return gr.HTML(value=lambda: panel.line(text, voice)[0], elem_id="reading-line", js_on_load=None)
 
 
-def readings_panel(panel: ReadingsPanel, text: gr.Textbox, voice: gr.Dropdown, line: gr.HTML) -> None:
+def readings_panel(
+    panel: ReadingsPanel, text: gr.Textbox, voice: gr.Dropdown, line: gr.HTML, token: gr.Textbox
+) -> None:
     """The 读音 Readings accordion, and the reading ``line`` kept up with ``text`` and
     ``voice``."""
     h = panel.h
@@ -157,7 +159,6 @@ def readings_panel(panel: ReadingsPanel, text: gr.Textbox, voice: gr.Dropdown, l
             term = gr.Textbox(label="词语 Term", elem_id="lexicon-term", scale=2)
             reading = gr.Textbox(label="读音 Reading (e.g. lu4 an1)", elem_id="lexicon-reading", scale=2)
             scope = gr.Textbox(label="仅此音色 Only for voice (可选 optional)", elem_id="lexicon-voice", scale=2)
-        token = token_box(" to edit the lexicon", h.service.config.server.admin_token_env, "lexicon-token")
         with gr.Row():
             add = gr.Button("添加/修改 Add or change", variant="primary", elem_id="lexicon-add")
             remove = gr.Button("删除 Delete", variant="stop", elem_id="lexicon-delete")

@@ -19,7 +19,7 @@ from lib.core.logtext import cut_text
 from lib.errors import TTSError, ValidationError
 from lib.pipeline.results import SynthesisResult
 from lib.request.types import TTSRequest
-from lib.ui.base import HandlerBase, token_box
+from lib.ui.base import HandlerBase
 from lib.ui.forms import SynthesisForm
 from lib.ui.messages import explain
 from lib.ui.views import download_name
@@ -225,13 +225,12 @@ def _wire(
     return rendered
 
 
-def takes_section(panel: TakesPanel, button: gr.Button, count: gr.Slider, form: list[Any]) -> None:
+def takes_section(panel: TakesPanel, button: gr.Button, count: gr.Slider, form: list[Any], token: gr.Textbox) -> None:
     """The Synthesise tab's takes area (under the form and result): ``button`` renders
     ``count`` takes of ``form``."""
     # Hidden until the first press: the page under the form stays as short as it was (the
     # result column sticks beside the form only as far as the form's row goes).
     with gr.Accordion("试听多个版本 Takes", open=True, elem_id="takes", visible=False) as area:
-        token = token_box(" to approve a take", panel.service.config.server.admin_token_env, "takes-token")
         _wire(panel, "takes", button.click, panel.render, [count, *form], token, "takes", area)
 
 

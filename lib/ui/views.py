@@ -24,6 +24,7 @@ __all__ = [
     "download_name",
     "engine_title",
     "history_label",
+    "lexicon_line",
     "segments_line",
     "shown_cache",
     "stats_markdown",
@@ -182,6 +183,25 @@ def _pct(rate: float) -> str:
     return f"{100 * rate:.1f} %"
 
 
+def lexicon_line(lexicon: Mapping[str, Any] | None) -> str:
+    """The lexicon's size and what its last change made stale: cached entries whose
+    text holds the changed term, made again (in the new reading) when next asked."""
+    if not lexicon:
+        return ""
+    line = f"**读音词典 Lexicon** {lexicon.get('entries', 0)} / {lexicon.get('limit', 0)} 条 entries"
+    last = lexicon.get("last_change")
+    if last:
+        stale = last.get("stale")
+        count = (
+            "统计中 being counted" if stale is None
+            else f"{stale} 条缓存已过时，下次请求时按新读音重新合成 cached entries are stale: made again in the new "
+            "reading when next asked"
+        )  # fmt: skip
+        term = str(last.get("term", ""))
+        line += f" · 最近修改 last change「{term}」{last.get('action', '')}: {count}"
+    return line + "  "
+
+
 def stats_markdown(snap: Mapping[str, Any], window: tuple[str, float, int] | None = None) -> str:
     """The dashboard's figures. User traffic and preload are apart: a preload's misses
     are the cache being filled, not users waiting. ``window`` is (label, hit rate,
@@ -212,6 +232,9 @@ def stats_markdown(snap: Mapping[str, Any], window: tuple[str, float, int] | Non
         f"**模型版本 Model version** `{snap['tag']}`  ",
         versions_markdown(snap.get("model_versions") or []),
     ]
+    lexicon = lexicon_line(snap.get("lexicon"))
+    if lexicon:
+        lines.append(lexicon)
     if not snap.get("cache_available", True):
         lines.append(f"\n**缓存不可用 Cache unavailable** (serving without it): {snap.get('cache_error')}")
     shared = status_markdown(snap.get("shared"))
