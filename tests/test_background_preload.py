@@ -19,6 +19,7 @@ from conftest import REPO, in_process, wait_until
 
 from lib.batch.background import BackgroundPreload
 from lib.engines.tone import ToneEngine
+from lib.ui.cache_handlers import failure_lines
 from lib.ui.preload_tab import preload_banner, preload_line
 
 PHRASES = ["first announcement", "second announcement", "third announcement", "fourth announcement"]
@@ -96,6 +97,11 @@ def test_failures_and_an_unreadable_list_are_reported_and_the_app_keeps_serving(
     status = preload.status()
     assert (status["state"], status["failed"]) == ("done", 4)
     assert 'class="preload-banner warn"' in preload_banner(status)  # failures stay in view
+    report = preload.report
+    assert report is not None and report.labels["phrases[0]"] == "「first announcement」（tone-low）"
+    lines = failure_lines(report)  # what the Preload tab lists under its line
+    assert len(lines) == 4 and lines[0].startswith("- 「first announcement」（tone-low） · `phrases[0]`: ")
+    assert "语音引擎出错" in lines[0] and "the tone engine failed (RuntimeError); nothing was cached" in lines[0]
 
     broken = tmp_path / "broken.json"
     broken.write_text("{not json", encoding="utf-8")

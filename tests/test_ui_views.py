@@ -238,6 +238,24 @@ def test_versions_line_marks_the_serving_version() -> None:
     none = versions_markdown([{**rows[0], "hot_total": 0, "hot_ready": 0}])
     assert "no hot-phrase list (templates.file) · 40 entries" in none and "ready 0/0" not in none
     assert versions_markdown([]) == ""
+    missing = [f"「phrase {i}」（tone-low）" for i in range(5)]
+    named = versions_markdown([{**rows[0], "hot_missing": missing}, {**rows[1], "hot_missing": ["「x」（tone-low）"]}])
+    assert "缺 missing: 「phrase 0」（tone-low）、" in named
+    assert "「phrase 4」（tone-low） 等另 4 条 and 4 more" in named  # 12 - 3 ready - 5 named
+    assert "Press Run preload in the Preload tab to make them" in named
+    assert "「x」" not in named  # only the serving version's are named
+
+
+def test_preload_failures_name_the_phrase_and_say_why_in_both_languages() -> None:
+    from lib.batch.preload import PreloadReport
+    from lib.ui.cache_handlers import failure_lines
+
+    report = PreloadReport(total=3, failed=1)
+    report.failures.append(("phrases[4]", "voice: unknown preset voice 'nope'; use one of tone-high, tone-low"))
+    report.labels["phrases[4]"] = "「请到3号窗口」（nope）"
+    (line,) = failure_lines(report)
+    assert line.startswith("- 「请到3号窗口」（nope） · `phrases[4]`: ")
+    assert "unknown preset voice 'nope'" in line and any("\u4e00" <= ch <= "\u9fff" for ch in line.split("`")[-1])
 
 
 # -- results and the dashboard ----------------------------------------------------------------

@@ -60,7 +60,11 @@ def _rows(svc: TTSService) -> dict[str, dict[str, Any]]:
 def test_a_new_version_fills_beside_the_serving_one(config: AppConfig, serving: TTSService) -> None:
     assert _rows(serving) == {
         "tone:tone-1": {"tag": "tone:tone-1", "engine": "tone", "model_version": "tone-1", "entries": 0,
-                        "hot_ready": 0, "hot_total": 4, "serving": True},
+                        "hot_ready": 0, "hot_total": 4, "serving": True,
+                        "hot_missing": [
+                            "「欢迎光临」（tone-low）", "「请A023号顾客到3号窗口办理业务」（tone-high）",
+                            "「Mind the gap」（tone-low, seed 0）", "「Mind the gap」（tone-low, seed 1）",
+                        ]},
     }  # fmt: skip
     serving.synthesise(TTSRequest(text="欢迎光临", voice="tone-low"))  # the serving version answers users
     upgrade = TTSService(config, ToneV2())  # preload_cache.py --model-dir NEW, beside the server
@@ -73,6 +77,8 @@ def test_a_new_version_fills_beside_the_serving_one(config: AppConfig, serving: 
     serving.cache.flush()
     rows = _rows(serving)
     assert rows["tone:tone-1"]["hot_ready"] == 1 and rows["tone:tone-1"]["serving"] is True
+    assert "「欢迎光临」（tone-low）" not in rows["tone:tone-1"]["hot_missing"]  # asked for by a user: made
+    assert len(rows["tone:tone-1"]["hot_missing"]) == 3 and rows["tone:tone-2"]["hot_missing"] == []
     assert rows["tone:tone-2"]["hot_ready"] == 4 and rows["tone:tone-2"]["entries"] == 4
     assert rows["tone:tone-2"]["serving"] is False
     # The old version keeps serving its own audio meanwhile: a hit, no engine call.
@@ -95,7 +101,7 @@ def test_after_the_switch_the_old_version_is_evicted(config: AppConfig, serving:
         assert "tone:tone-1" not in rows
         assert rows["tone:tone-2"] == {
             "tag": "tone:tone-2", "engine": "tone", "model_version": "tone-2", "entries": 4,
-            "hot_ready": 4, "hot_total": 4, "serving": True,
+            "hot_ready": 4, "hot_total": 4, "hot_missing": [], "serving": True,
         }  # fmt: skip
     finally:
         switched.close()

@@ -103,6 +103,11 @@ class BackgroundPreload:
             self._thread.join(timeout)
         return self._report
 
+    @property
+    def report(self) -> PreloadReport | None:
+        """The report once the preload finished (None before, or when it did not)."""
+        return self._report
+
     def status(self) -> PreloadStatus:
         with self._lock:
             return PreloadStatus(**self._status)  # a copy

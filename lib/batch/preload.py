@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any
 
 from lib.compose.templates import Template
+from lib.core.logtext import cut_text
 from lib.errors import TTSError, ValidationError
 from lib.request.access import Action, Caller, check
 from lib.request.phrases import PhraseRequest
@@ -50,6 +51,8 @@ class PreloadReport:
     seconds: float = 0.0
     failures: list[tuple[str, str]] = field(default_factory=list)
     """(entry, message) of each failed request."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Entry -> what an operator calls it: the phrase's text and voice (failures only)."""
     dry_run: bool = False
     relexicon: list[str] = field(default_factory=list)
     """Entries (phrases and template pieces) generated again because a lexicon change
@@ -164,6 +167,7 @@ def preload(
             else:
                 report.failed += 1
                 report.failures.append((item.entry, message))
+                report.labels[item.entry] = _label(item)
             report.seconds = time.perf_counter() - started
             if on_done is not None:
                 on_done(report)
@@ -181,6 +185,14 @@ def preload(
                 raise
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _label(item: PhraseRequest | _Piece) -> str:
+    """The phrase as an operator knows it: its text and voice."""
+    if isinstance(item, _Piece):
+        return f"模板片段 template piece「{cut_text(item.text)}」（{item.template.voice}）"
+    voice = item.voice or "上传的录音 uploaded recording"
+    return f"「{cut_text(item.text)}」（{voice}）"
 
 
 def _rekeyed(service: TTSService, item: PhraseRequest | _Piece) -> bool:

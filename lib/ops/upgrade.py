@@ -27,11 +27,15 @@ from typing_extensions import TypedDict
 
 from lib.cache.keys import KeyFields
 from lib.cache.store import AudioStore
+from lib.core.logtext import cut_text
 from lib.errors import TTSError
 from lib.request.phrases import expand, load_phrases
 from lib.request.types import Resolved, TTSRequest
 
-__all__ = ["Readiness", "VersionRow"]
+__all__ = ["MISSING_SHOWN", "Readiness", "VersionRow"]
+
+MISSING_SHOWN = 5
+"""Hot phrases a version lacks, named in its row (the rest are counted)."""
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -48,6 +52,9 @@ class VersionRow(TypedDict):
     hot_ready: int
     """Hot phrases it already has."""
     hot_total: int
+    hot_missing: list[str]
+    """The first hot phrases it lacks, as an operator knows them (text and voice; at most
+    :data:`MISSING_SHOWN`)."""
     serving: bool
     """Whether it is the version this service serves."""
 
@@ -69,7 +76,7 @@ class Readiness:
         """The serving version's tag (``engine:model_version``)."""
         self._lock = threading.Lock()
         self._answer: tuple[object, list[VersionRow]] | None = None
-        self._fields: tuple[tuple[str, int, str], list[KeyFields]] | None = None
+        self._fields: tuple[tuple[str, int, str], list[tuple[KeyFields, str]]] | None = None
 
     def versions(self, counts: Mapping[str, int] | None = None) -> list[VersionRow]:
         """``[{"tag", "engine", "model_version", "entries", "hot_ready", "hot_total",
@@ -86,20 +93,23 @@ class Readiness:
         rows: list[VersionRow] = []
         for tag, entries in counts.items():
             engine, _, version = tag.partition(":")
-            ready = sum(
-                1 for f in hot if self.store.contains(dataclasses.replace(f, engine=engine, model_version=version).key)
-            )
+            missing = [
+                label for f, label in hot
+                if not self.store.contains(dataclasses.replace(f, engine=engine, model_version=version).key)
+            ]  # fmt: skip
             rows.append({
                 "tag": tag, "engine": engine, "model_version": version, "entries": entries,
-                "hot_ready": ready, "hot_total": len(hot), "serving": tag == self.current,
+                "hot_ready": len(hot) - len(missing), "hot_total": len(hot), "hot_missing": missing[:MISSING_SHOWN],
+                "serving": tag == self.current,
             })  # fmt: skip
         rows.sort(key=lambda row: (not row["serving"], row["tag"]))
         with self._lock:
             self._answer = (stamp, rows)
         return rows
 
-    def _hot_fields(self) -> list[KeyFields]:
-        """The key fields of every hot phrase, resolved once per version of the file."""
+    def _hot_fields(self) -> list[tuple[KeyFields, str]]:
+        """The key fields of every hot phrase with its text and voice, resolved once per
+        version of the file."""
         path = Path(self.phrase_file) if self.phrase_file else None
         try:
             stat = path.stat() if path is not None else None
@@ -111,7 +121,7 @@ class Readiness:
         with self._lock:
             if self._fields is not None and self._fields[0] == stamp:
                 return self._fields[1]
-        fields: list[KeyFields] = []
+        fields: list[tuple[KeyFields, str]] = []
         try:
             requests = expand(load_phrases(path))
         except TTSError as exc:
@@ -119,7 +129,9 @@ class Readiness:
             requests = []
         for item in requests:
             try:
-                fields.append(self._resolve(item.request()).fields)
+                seed = f", seed {item.seed}" if item.seed is not None else ""
+                label = f"「{cut_text(item.text)}」（{item.voice or '-'}{seed}）"
+                fields.append((self._resolve(item.request()).fields, label))
             except TTSError:
                 continue  # a phrase this version cannot say is not counted
         with self._lock:

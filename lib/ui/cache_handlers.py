@@ -24,7 +24,7 @@ from lib.ui.messages import explain, explain_note, scrub_paths
 from lib.ui.plots import WINDOWS, hit_rate_plot, latency_plot, window_rate
 from lib.ui.views import admin_sentence, stats_markdown, tag_choices, top_table
 
-__all__ = ["CacheHandlers"]
+__all__ = ["CacheHandlers", "failure_lines"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ class CacheHandlers(HandlerBase):
             f"{'✔' if not report.failed else '⚠'} 预加载完成：共 {report.total} 条，生成 {report.generated} 条，"
             f"已缓存 {report.cached} 条，失败 {report.failed} 条。  \n`{report.summary()}`"
         )
-        failures = [f"- {entry}: {scrub_paths(msg, paths)}" for entry, msg in report.failures[:20]]
+        failures = failure_lines(report, paths)
         n = len(templates)
         if enable:
             notes = [f"{n} 个模板已启用 {n} template(s) active"]
@@ -174,3 +174,15 @@ class CacheHandlers(HandlerBase):
         else:
             notes = []
         return "\n".join([head, *failures, *notes])
+
+
+def failure_lines(report: PreloadReport, paths: list[str] | None = None, most: int = 20) -> list[str]:
+    """A preload's failures for an operator: each phrase by its text and voice, why in
+    both languages, and its place in the list; the first ``most``."""
+    lines = []
+    for entry, message in report.failures[:most]:
+        why = explain(TTSError(scrub_paths(message, paths or [])))
+        lines.append(f"- {report.labels.get(entry, entry)} · `{entry}`: {why}")
+    if len(report.failures) > most:
+        lines.append(f"- … 另有 {len(report.failures) - most} 条失败 and {len(report.failures) - most} more failed")
+    return lines

@@ -96,6 +96,7 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
         (r"(\w+) clones a prompt voice", "克隆模式需要参考音频：请上传或录音，或选择已存音色"),
         (r"preset needs a preset voice", "请选择一个预置音色"),
         (r"engine does not support (\w+)", "当前引擎不支持此模式，请换一种模式"),
+        (r"engine failed .*nothing was cached", "语音引擎出错，没有缓存任何内容，请稍后重试"),
         (r"no saved or preset voice named", "没有这个音色，请从列表中选择"),
         (r"no saved voice named '(.+)'", "没有名为「{1}」的已存音色"),
         (r"pick a preset or saved voice", "请从列表中选择一个音色"),

@@ -14,7 +14,7 @@ import gradio as gr
 from gradio.events import Dependency
 
 from lib.batch.background import BackgroundPreload, PreloadStatus
-from lib.ui.cache_handlers import CacheHandlers
+from lib.ui.cache_handlers import CacheHandlers, failure_lines
 
 __all__ = ["PRELOAD_LABELS", "background_progress", "preload_banner", "preload_line", "preload_tab"]
 
@@ -86,7 +86,10 @@ def preload_line(status: PreloadStatus) -> str:
     if state == "done":
         mark = "⚠" if status["failed"] else "✔"
         took = f"{status['seconds']:.0f} s"
-        return f"{mark} 启动预加载完成 Start-up preload of {name} done: {total} 条 phrases — {counts} ({took})."
+        done_line = f"{mark} 启动预加载完成 Start-up preload of {name} done: {total} 条 phrases — {counts} ({took})."
+        if status["failed"]:
+            done_line += " 失败的短语会在请求时再合成 Failed phrases are made again when asked for."
+        return done_line
     if state == "failed":
         return (
             f"⚠ 启动预加载未完成 The start-up preload of {name} did not run: {status['error']}. "
@@ -116,7 +119,11 @@ def background_progress(preload: BackgroundPreload, banner: gr.HTML, line: gr.Ma
     def show() -> tuple[str, str, gr.Timer]:
         status = preload.status()
         running = status["state"] in ("loading", "running")
-        return preload_banner(status), preload_line(status), gr.Timer(active=running)
+        line = preload_line(status)
+        report = preload.report
+        if report is not None and report.failed:  # which phrases, and why, in both languages
+            line += "\n\n" + "\n".join(failure_lines(report))
+        return preload_banner(status), line, gr.Timer(active=running)
 
     for trigger in (demo.load, timer.tick):
         trigger(show, outputs=[banner, line, timer], api_visibility="private", show_progress="hidden", queue=False)

@@ -277,6 +277,14 @@ def versions_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         ready, total = int(r.get("hot_ready", 0)), int(r.get("hot_total", 0))
         figures = f"就绪 ready {ready}/{total}" if total else "无热门短语列表 no hot-phrase list (templates.file)"
         lines.append(f"- `{r['tag']}`{serving}: {figures} · {_entries(int(r.get('entries', 0)))}")
+        missing = [str(m) for m in r.get("hot_missing") or []]
+        if missing and r.get("serving"):
+            more = total - ready - len(missing)
+            named = "、".join(missing) + (f" 等另 {more} 条 and {more} more" if more > 0 else "")
+            lines.append(
+                f"  - 缺 missing: {named}. 在「预加载」页按「开始预加载」即可补齐（已缓存的会跳过） Press Run preload "
+                "in the Preload tab to make them (what is cached is skipped); until then each is made when asked for."
+            )
     return "\n".join(lines)
 
 
