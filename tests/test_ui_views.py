@@ -80,7 +80,7 @@ def service(tmp_path: Path) -> Iterator[TTSService]:
          "「desk」已被使用"),
         (ValidationError("voice 'zh-female' is a preset voice; presets cannot be deleted"), None, "预置音色不能删除"),
         (UnauthorizedError("only the admin may delete a saved voice: send the admin token (...)"), None,
-         "请填写管理员令牌"),
+         "请在页面顶部「管理员登录」中登录"),
         (ForbiddenError("the admin token is wrong; to clear, give the value of TTS_ADMIN_TOKEN"), None,
          "管理员令牌不正确"),
         (ValidationError("tag: give engine:model_version or voice:<fingerprint>"), "tag", "请从列表中选择"),
