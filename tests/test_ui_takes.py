@@ -49,9 +49,12 @@ def test_try_takes_shows_n_players_with_seed_and_duration_and_approve_serves_it(
     h = Handlers(service, Path("hot.json"))
     panel = TakesPanel(h)
     message, *rest = panel.render(3, *form(), None)  # type: ignore[arg-type]
-    players, buttons, keys = rest[:MAX_UI_TAKES], rest[MAX_UI_TAKES : 2 * MAX_UI_TAKES], rest[-1]
+    players, buttons, withdraw, shown = rest[:MAX_UI_TAKES], rest[MAX_UI_TAKES : 2 * MAX_UI_TAKES], rest[-2], rest[-1]
+    keys = [key for key, _ in shown]
+    assert [seed for _, seed in shown] == [0, 1, 2]
     assert [p["visible"] for p in players] == [True, True, True, False]
     assert [b["visible"] for b in buttons] == [True, True, True, False]
+    assert withdraw["visible"] is False  # nothing approved yet
     assert len(set(keys)) == 3 and "3 takes" in message
     for i, p in enumerate(players[:3]):
         assert f"种子 seed {i} ·" in p["label"]  # the backend's seeds: the form names none, so 0, 1, 2
@@ -61,14 +64,23 @@ def test_try_takes_shows_n_players_with_seed_and_duration_and_approve_serves_it(
     _, badge, details, *_ = h.synthesise(*form(), [], None, **QUIET)  # type: ignore[arg-type]
     assert keys[0] in details and "已审核" not in badge
     with pytest.raises(gr.Error):  # not the admin
-        panel.approver(2, "takes")(keys, "wrong", None)  # type: ignore[arg-type]
+        panel.approver(2, "takes")(shown, "wrong", None)  # type: ignore[arg-type]
     assert "令牌" in h.failure_view("takes")(None)  # type: ignore[arg-type]
-    said = panel.approver(2, "takes")(keys, TOKEN, None)  # type: ignore[arg-type]
+    said, *marks = panel.approver(2, "takes")(shown, TOKEN, None)  # type: ignore[arg-type]
     assert "seed 2" in said and "已采用 Approved" in said
+    labels = [m["value"] for m in marks[:3]]
+    assert labels == ["采用 Approve (seed 0)", "采用 Approve (seed 1)", "✔ 已采用 Approved (seed 2)"]
+    assert marks[-1]["visible"] is True  # Withdraw shows while one is approved
     _, badge, details, *_ = h.synthesise(*form(), [], None, **QUIET)  # type: ignore[arg-type]
     assert keys[2] in details and "已审核 Approved" in badge and 'data-cache="HIT"' in badge
+    assert "_seed2_" in details  # the approved answer's file is named by its own seed
     _, badge, details, *_ = h.synthesise(*form(seed="0"), [], None, **QUIET)  # type: ignore[arg-type]
     assert keys[0] in details and "已审核" not in badge  # a named seed gets that seed's render
+    said, *marks = panel.withdrawer("takes")(shown, TOKEN, None)  # type: ignore[arg-type]
+    assert "Withdrawn: seed 2" in said and marks[2]["value"] == "采用 Approve (seed 2)"
+    assert marks[-1]["visible"] is False
+    _, badge, details, *_ = h.synthesise(*form(), [], None, **QUIET)  # type: ignore[arg-type]
+    assert keys[0] in details and "已审核" not in badge  # the default seed's render again
 
 
 def test_bad_takes_requests_are_messages(service: TTSService) -> None:

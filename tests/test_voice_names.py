@@ -15,7 +15,7 @@ from conftest import in_process
 from lib.api import create_app
 from lib.config import load_config
 from lib.pipeline.service import TTSService
-from lib.voices.names import confusable_with, mixed_scripts, normalise_name, skeleton
+from lib.voices.names import confusable_with, folded, mixed_scripts, normalise_name, skeleton
 
 
 @pytest.fixture
@@ -50,6 +50,8 @@ def test_skeletons_meet_for_look_alikes_and_only_for_them() -> None:
     assert confusable_with("еn-female", ["zh-female", "en-female"]) == "en-female"
     assert confusable_with("en-female", ["en-female"]) is None  # itself is no look-alike
     assert normalise_name(" ｅｎ-ﬁle ") == "en-file"
+    assert folded("EN_Female") == folded("en-female") == folded("en.female") != folded("en-females")
+    assert confusable_with("Desk 1", ["desk-1"]) == "desk-1" and confusable_with("desk", ["desk2"]) is None
 
 
 def test_mixed_alphabets_are_found_but_cjk_may_join_one() -> None:
@@ -66,8 +68,15 @@ def test_mixed_alphabets_are_found_but_cjk_may_join_one() -> None:
         ("ｅｎ-female", 409, "preset voice 'en-female'"),  # fullwidth: NFKC makes it the preset's name
         ("zh-fernale", 409, "preset voice 'zh-female'"),  # rn for m
         ("Ꭼn-female", 422, None),  # Cherokee Ꭼ among Latin letters
+        ("EN-FEMALE", 409, "preset voice 'en-female'"),  # case
+        ("En-female", 409, "preset voice 'en-female'"),
+        ("en_female", 409, "preset voice 'en-female'"),  # separator
+        ("zh-Female", 409, "preset voice 'zh-female'"),
+        ("nova", 409, "'nova' is an OpenAI voice name"),  # /v1 speaks it in a preset
+        ("Alloy", 409, "'alloy' is an OpenAI voice name"),
     ],
-    ids=["cyrillic-e", "fullwidth", "rn-for-m", "cherokee"],
+    ids=["cyrillic-e", "fullwidth", "rn-for-m", "cherokee", "upper", "capital", "underscore", "zh-capital",
+         "openai-nova", "openai-alloy"],
 )
 def test_look_alikes_of_presets_are_refused_naming_them(
     http: httpx.Client, service: TTSService, name: str, status: int, alike: str | None

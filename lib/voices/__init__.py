@@ -15,6 +15,7 @@ from typing import Any
 
 from lib.audio.pcm import PromptAudio, PromptDecoder
 from lib.config import AppConfig
+from lib.config.voicemap import OPENAI_VOICES
 from lib.core.logtext import cut_text
 from lib.core.reports import VoiceInfo
 from lib.engines.base import Engine, VoiceProfile
@@ -23,7 +24,7 @@ from lib.request.access import Action, Caller, allows, check
 from lib.request.types import PromptSource, Resolved
 from lib.request.validate import check_prompt, check_text
 from lib.voices.library import SavedVoice, VoiceLibrary, taken_message
-from lib.voices.names import confusable_with, mixed_scripts
+from lib.voices.names import confusable_with, folded, mixed_scripts
 from lib.voices.profiles import VoiceProfiles
 
 __all__ = ["SavedVoice", "VoiceLibrary", "VoiceProfiles", "Voices"]
@@ -127,6 +128,12 @@ class Voices:
         name = self.library.check_name(name)  # NFKC: the form that is compared and saved
         if self.is_preset(name) and name == typed:
             raise ValidationError(f"voice name {cut_text(name)!r} is a preset voice; choose another name")
+        reserved = next((v for v in OPENAI_VOICES if folded(v) == folded(name)), None)
+        if reserved is not None:  # /v1 speaks it in a preset: a saved one would answer /api/tts differently
+            raise ConflictError(
+                f"voice name {cut_text(typed)!r} is reserved: {reserved!r} is an OpenAI voice name, which "
+                "/v1/audio/speech speaks in a preset (openai.voices); choose another name"
+            )
         check(caller, Action.REPLACE_VOICE if replace else Action.SAVE_VOICE)
         self._refuse_look_alikes(typed, name)
         if not replace and self.library.exists(name):

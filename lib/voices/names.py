@@ -27,12 +27,13 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import re
 import string
 import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["confusable_with", "mixed_scripts", "normalise_name", "skeleton"]
+__all__ = ["confusable_with", "folded", "mixed_scripts", "normalise_name", "skeleton"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -72,11 +73,22 @@ def skeleton(name: str) -> str:
     return unicodedata.normalize("NFD", mapped)
 
 
+_SEPARATORS = re.compile(r"[\s_.\-]+")
+
+
+def folded(name: str) -> str:
+    """The skeleton of ``name`` in one case with one separator: ``EN-FEMALE``,
+    ``En-female``, ``en_female`` and ``en.female`` are one name to a listener and to a
+    caller typing it."""
+    return _SEPARATORS.sub("-", skeleton(normalise_name(name).casefold()).casefold())
+
+
 def confusable_with(name: str, others: Iterable[str]) -> str | None:
-    """The first of ``others`` that ``name`` is not but looks like, or None."""
-    mine = skeleton(name)
+    """The first of ``others`` that ``name`` is not but looks like (the same skeleton, or
+    the same one case- and separator-folded), or None."""
+    mine, mine_folded = skeleton(name), folded(name)
     for other in others:
-        if other != name and skeleton(other) == mine:
+        if other != name and (skeleton(other) == mine or folded(other) == mine_folded):
             return other
     return None
 
