@@ -219,3 +219,28 @@ def test_the_openapi_schema_documents_the_endpoints(client: httpx.Client) -> Non
     assert set(paths["/api/lexicon"]) == {"get", "post"}
     assert "delete" in paths["/api/lexicon/{term}"]
     assert {"401", "403", "422"} <= set(paths["/api/lexicon"]["post"]["responses"])
+
+
+def test_an_entry_is_bounded_free_of_control_characters_and_scoped_to_a_voice_that_exists(
+    client: httpx.Client, service: TTSService
+) -> None:
+    """A reading cannot be longer than its term can take (2,000 units once made a
+    5-character text 19 minutes of audio), a NUL or other control character is refused
+    where it is, and a scope must name a saved or preset voice. Nothing is written."""
+    refused = {
+        "units": {"term": "六安市", "reading": " ".join(["lu4"] * 2000)},
+        "nul": {"term": "六\x00安", "reading": "lu4 an1"},
+        "bell": {"term": "六安", "reading": "lu4\x07 an1"},
+        "scope": {"term": "六安", "reading": "lu4 an1", "voice": "no-such-voice"},
+    }
+    said = {}
+    for case, entry in refused.items():
+        answer = client.post("/api/lexicon", json=entry, headers=ADMIN)
+        assert answer.status_code == 422, (case, answer.text)
+        said[case] = answer.json()["error"]
+    assert "2000 units, more than the 5 a term of 3 characters can take" in said["units"]
+    assert "control character U+0000" in said["nul"] and "control character U+0007" in said["bell"]
+    assert "'no-such-voice' is no saved or preset voice" in said["scope"]
+    assert client.get("/api/lexicon").json()["entries"] == []
+    fine = {"term": "5G网络", "reading": "wu3 G wang3 luo4", "voice": "tone-low"}  # within the bound, a preset
+    assert client.post("/api/lexicon", json=fine, headers=ADMIN).status_code == 200

@@ -212,6 +212,11 @@ class Readings:
         or the shared tier cannot take it (nothing changed then)."""
         check(caller, Action.LEXICON)
         entry = validate_entry(term, reading, voice or None)
+        if entry.voice is not None and not self._voice_ids(entry.voice):
+            raise LexiconError(
+                f"lexicon entry {cut_text(entry.term)!r}: voice {cut_text(entry.voice)!r} is no saved or preset "
+                "voice; name one that exists, or leave voice empty for every voice"
+            )
         with self._lock:
             self._refresh()
             lexicon = self.lexicon

@@ -29,11 +29,13 @@ import json
 import logging
 import re
 import threading
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from lib.core.atomicfile import write_private
+from lib.core.logtext import cut_text
 from lib.errors import ConfigError, ValidationError
 from lib.text.normalise import normalise_text
 from lib.text.syllables import SYLLABLES, is_han, normalise_unit, unit_kind
@@ -46,6 +48,7 @@ __all__ = [
     "LexiconError",
     "LexiconFileError",
     "shipped_entries",
+    "units_allowed",
     "validate_entry",
 ]
 
@@ -85,10 +88,28 @@ class LexiconEntry:
         return {"term": self.term, "reading": self.reading, "voice": self.voice}
 
 
+def units_allowed(term: str) -> int:
+    """The most units a reading of ``term`` may have: one per Han character and two per
+    other character (a letter may be read as a word, "5G" as "wu3 G"), and 2 more. A
+    reading bounded so cannot make a short text minutes of audio (2,000 units once made a
+    5-character text 19 minutes long)."""
+    han = sum(1 for ch in term if is_han(ch))
+    return han + 2 * (len(term) - han) + 2
+
+
 def validate_entry(term: object, reading: object, voice: object = None, note: str = "") -> LexiconEntry:
     """A checked, canonical entry, or :class:`LexiconError` saying what is wrong."""
     if not isinstance(term, str) or not normalise_text(term):
         raise LexiconError(f"lexicon entry {term!r}: the term is empty; give the word or name to read")
+    for field, value in (("term", term), ("reading", reading)):
+        spaces = "\t\n\r" if field == "reading" else ""  # the units' separators
+        text = value if isinstance(value, str) else ""
+        control = next((ch for ch in text if unicodedata.category(ch) == "Cc" and ch not in spaces), None)
+        if control is not None:
+            raise LexiconError(
+                f"lexicon entry {cut_text(normalise_text(term))!r}: the {field} holds the control character "
+                f"U+{ord(control):04X}; type it as it is written"
+            )
     term = normalise_text(term)
     name = f"lexicon entry {term!r}"
     if len(term) > MAX_TERM_CHARS:
@@ -100,6 +121,13 @@ def validate_entry(term: object, reading: object, voice: object = None, note: st
     if not isinstance(reading, str) or not reading.strip():
         raise LexiconError(f"{name}: the reading is empty; give pinyin with tone numbers, e.g. 'lu4 an1'")
     units = [normalise_unit(u) for u in reading.split()]
+    most = units_allowed(term)
+    if len(units) > most:
+        raise LexiconError(
+            f"{name}: the reading has {len(units)} units, more than the {most} a term of {len(term)} characters "
+            "can take (one syllable per Han character, up to two units per other character); give the reading of "
+            "the term alone"
+        )
     kinds = [_check_unit(name, unit) for unit in units]
     han = sum(1 for ch in term if is_han(ch))
     runs = len(_RUN.findall(term))
