@@ -179,8 +179,12 @@ def test_voices_and_consents_follow_the_access_policy(
         client.audio.voices.create(name="bo", audio_sample=("s.wav", recording(), "audio/wav"), consent="cons_nope")
     assert "consent" in err.value.message and service.voices.library.get("bo") is None
     client.audio.voices.create(name="bo", audio_sample=("s.wav", recording(), "audio/wav"), consent=consent.id)
-    with pytest.raises(openai.ConflictError):  # a taken name: only the admin replaces (on /api/voices)
+    with pytest.raises(openai.ConflictError) as taken:  # a taken name: only the admin replaces (on /api/voices)
         client.audio.voices.create(name="bo", audio_sample=("s.wav", recording(), "audio/wav"), consent=consent.id)
+    assert taken.value.type == "invalid_request_error"  # the caller's to fix, not a server error
+    with pytest.raises(openai.ConflictError) as reserved:  # /v1 speaks "nova" in a preset: not savable
+        client.audio.voices.create(name="Nova", audio_sample=("s.wav", recording(), "audio/wav"), consent=consent.id)
+    assert "OpenAI voice name" in reserved.value.message
     with pytest.raises(openai.PermissionDeniedError):
         client.audio.voices.delete("bo")
     assert admin.audio.voices.delete("bo").deleted is True and service.voices.library.get("bo") is None

@@ -57,6 +57,7 @@ _OPENAI_TYPES = {
     404: "invalid_request_error",
     405: "invalid_request_error",
     408: "invalid_request_error",
+    409: "invalid_request_error",  # a voice name that is taken: the request's fault, not the server's
     413: "invalid_request_error",
     415: "invalid_request_error",
     422: "invalid_request_error",
