@@ -153,3 +153,33 @@ def test_the_hold_is_sent_after_its_last_slice_not_before() -> None:
     hold_slices = int(HOLD / SLICE)
     assert [shown for _, shown in seen] == [False] * (hold_slices - 1) + [True, True]
     assert sum(n for n, _ in seen[:hold_slices]) == int(HOLD * RATE)
+
+
+def test_the_sentences_made_are_told_before_and_while_it_plays() -> None:
+    """``on_made`` counts the chunks (sentences) as they are made, in the reader's
+    thread: before going live (the progress bar's "2/6 sentences") and after."""
+    clock, maker = Clock(), Maker()
+    feed = LiveFeed(maker, RATE, clock=clock)
+    told: list[int] = []
+    out: list[NDArray[Any]] = []
+    thread = threading.Thread(target=lambda: out.extend(feed.slices(poll=0.005, on_made=told.append)), daemon=True)
+    thread.start()
+    maker.make(1.0)
+    maker.make(1.0)  # 2 s made: not live yet
+    for _ in range(100):
+        if told and told[-1] == 2:
+            break
+        threading.Event().wait(0.01)
+    assert told[-1] == 2 and not feed.live
+    clock.now = LIVE_AFTER + 0.1
+    for _ in range(3):
+        maker.make(1.0)  # 5 s made in 1.1 s: it goes live
+    for _ in range(100):
+        if feed.live:
+            break
+        threading.Event().wait(0.01)
+    assert feed.live
+    maker.make(1.0)  # the sixth, made while it plays
+    maker.end()
+    thread.join(5)
+    assert told == sorted(set(told)) and told[0] <= 2 and told[-1] == 6 == feed.received

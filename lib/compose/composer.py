@@ -173,6 +173,10 @@ class Composer:
         self._segment(p, made, use_cache=True, store=True, role="piece", template=template)
         return "generated" if made.synthesised else "cached"
 
+    def segment_count(self, r: Resolved) -> int:
+        """The segments a miss of ``r`` is made in (1 when made whole)."""
+        return len(split(r.fields.text, self.finish.max_chars)) if r.fields.finish else 1
+
     # -- internals ------------------------------------------------------------------------
 
     def _build(self, r: Resolved, made: Made, on_chunk: OnChunk | None, *, use_cache: bool) -> CachedAudio:

@@ -234,6 +234,15 @@ class TTSService:
         self._parts.metrics.count_tier_hit(tier)
         return SynthesisResult.made(key, "HIT", entry, started, {}, tier, files=self.files)
 
+    def segment_count(self, request: TTSRequest | Resolved) -> int:
+        """How many sentences (segments) a miss of ``request`` is made in: the progress
+        of a long one ("3/6"). 1 for a text made whole, or one that cannot be resolved."""
+        try:
+            r = request if isinstance(request, Resolved) else self._resolver.resolve(request)
+        except TTSError:
+            return 1
+        return self._composer.segment_count(r)
+
     def resolve(self, request: TTSRequest | ConvertRequest) -> Resolved:
         """Validate and normalise ``request`` and compute its key (no synthesis)."""
         if isinstance(request, ConvertRequest):

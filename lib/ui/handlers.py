@@ -66,6 +66,14 @@ BUSY_LABELS = {False: "合成中… Synthesising…", True: "变声中… Conver
 #: The result details while a long miss plays live.
 LIVE_NOTE = "生成中，边合成边播放 Generating: playing while it is made…"
 
+
+def live_note(made: int, total: int) -> str:
+    """:data:`LIVE_NOTE` with how many sentences are made (a text of several)."""
+    if total <= 1:
+        return LIVE_NOTE
+    return f"{LIVE_NOTE} {min(made, total)}/{total} 句 sentences"
+
+
 #: Shown instead of the live player when ffmpeg is missing.
 LIVE_NOTICE = (
     "结果合成完毕后播放。要让长文本边合成边播放，请安装 ffmpeg（`apt-get install ffmpeg`）并重启。 Results play "
@@ -175,13 +183,22 @@ class Handlers(CacheHandlers):
         progress(0.1, desc="合成中 Synthesising…")
         form = self.press_generation(request)
         live = fed = False
+        shown_made = 0
         try:
             fields = SynthesisForm(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
             req = fields.request()
-            answer = self.service.stream(self.resolutions.take(fields) or req)
+            resolved = self.resolutions.take(fields)
+            answer = self.service.stream(resolved or req)
             if answer.cache in ("MISS", "BYPASS"):  # being made: HIT and COMPOSED come whole
                 feed = LiveFeed(answer.chunks, answer.sample_rate)
-                for pcm in feed.slices():
+                total = self.service.segment_count(resolved or req)
+
+                def made(n: int) -> None:  # "3/6 sentences": before it plays, the progress bar says it
+                    if total > 1 and not feed.live:
+                        done = min(n, total)
+                        progress((done, total), desc=f"合成中 Synthesising: {done}/{total} 句 sentences")
+
+                for pcm in feed.slices(on_made=made):
                     if self.form_generation(request) != form:
                         break  # the mode was switched: stop playing (the result is still made and stored)
                     fed = True
@@ -189,7 +206,11 @@ class Handlers(CacheHandlers):
                     if not live and feed.hold_sent:  # a fresh player (unmounted since the last request) starts at 0
                         live = True
                         badge = badge_html(answer.cache, live=True, making=True)
-                        yield gr.update(visible=True), gr.skip(), badge, LIVE_NOTE, gr.skip(), gr.skip()
+                        note = live_note(feed.received, total)
+                        yield gr.update(visible=True), gr.skip(), badge, note, gr.skip(), gr.skip()
+                    elif live and feed.received != shown_made:  # while it plays, the details say how far it is
+                        yield gr.skip(), gr.skip(), gr.skip(), live_note(feed.received, total), gr.skip(), gr.skip()
+                    shown_made = feed.received if live else 0
             result = answer.result()
             name, path = self._file(req, result, fmt)
         except TTSError as exc:

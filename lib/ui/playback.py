@@ -66,6 +66,8 @@ class LiveFeed:
         self._slice = max(1, int(slice_seconds * sample_rate))
         self._parts: list[NDArray[Any]] = []
         self._samples = 0
+        self.received = 0
+        """Chunks made so far (one per sentence of a segmented text: the progress)."""
         self._done = False
         self._error: BaseException | None = None
         self._changed = threading.Condition()
@@ -80,6 +82,7 @@ class LiveFeed:
                 with self._changed:
                     self._parts.append(np.asarray(pcm, dtype=np.int16))
                     self._samples += len(pcm)
+                    self.received += 1
                     self._changed.notify_all()
         except BaseException as exc:  # the maker's error: raised by slices()
             with self._changed:
@@ -100,12 +103,23 @@ class LiveFeed:
         first slice it found that one alone, 0.33 s while the encoder started)."""
         return self.live and self._sent >= self._hold_samples
 
-    def slices(self, poll: float = 0.05) -> Iterator[NDArray[Any]]:
+    def slices(self, poll: float = 0.05, on_made: Callable[[int], None] | None = None) -> Iterator[NDArray[Any]]:
         """Slices of the result for the live player, each as soon as it exists, once
         going live is decided; nothing when the result was made before that. Ends when
-        the result is whole; raises the error that stopped it."""
+        the result is whole; raises the error that stopped it. ``on_made(n)`` is called
+        (in the caller's thread) each time the count of chunks made grows, live or not:
+        the sentences done, for a progress line."""
         sent = 0
+        told = 0
+
+        def tell() -> None:
+            nonlocal told
+            if on_made is not None and self.received != told:
+                told = self.received
+                on_made(told)
+
         while True:
+            tell()
             with self._changed:
                 if not self._done and not (self.live and self._samples > sent):
                     self._changed.wait(poll)
@@ -113,14 +127,14 @@ class LiveFeed:
                     raise self._error
                 if not self.live:
                     if self._done:
-                        return
+                        break
                     if not self._should_go_live():
                         continue
                     self.live = True
                     _LOGGER.debug("playing live after %.2f s", self._clock() - self._started)
                 if sent >= self._samples:
                     if self._done:
-                        return
+                        break
                     continue
                 whole = np.concatenate(self._parts) if len(self._parts) > 1 else self._parts[0]
                 self._parts = [whole]
@@ -129,3 +143,4 @@ class LiveFeed:
                 sent += len(piece)
                 self._sent = sent
                 yield piece
+        tell()  # the last chunks, made after the last look
