@@ -53,6 +53,9 @@ def test_the_operator_is_warned_at_upload_and_at_save(make_service: Any, testdat
     assert "shorter than the 3 s asked for" in h.form_note("zero_shot", str(cut), None, "", "")
     assert "⚠" not in h.form_note("zero_shot", whole, None, "", "")
     assert "⚠" not in h.form_note("preset", str(cut), "tone-low", "", "")  # a mode that does not use it
+    tiny = tmp_path / "tiny.wav"
+    sf.write(tiny, audio[: int(0.6 * rate)], rate)  # under prompt.min_seconds: warned at upload, not only refused
+    assert "The recording is 0.6 s, shorter than the 3 s asked for" in h.form_note("zero_shot", str(tiny), None, "", "")
 
     saved = h.save_voice("short-one", str(cut), "", False, "", None)  # type: ignore[arg-type]
     assert "Saved the voice 'short-one'" in saved[-1] and "shorter than the 3 s asked for" in saved[-1]

@@ -404,8 +404,8 @@ class Handlers(CacheHandlers):
         is none or it cannot be decoded (the form's check says why when it is used)."""
         if not path:
             return ""
-        try:
-            prompt = self.service.voices.prompt(path, remember=False)
+        try:  # decoded without the prompt checks: one under prompt.min_seconds is warned here too
+            prompt = self.service.voices.decoder.decode(path, remember=False)
         except TTSError:
             return ""
         return prompt_advice(speech_activity(prompt.pcm))
