@@ -428,12 +428,10 @@ def test_a_fast_result_plays_whole_and_a_long_slow_miss_plays_live(client: Clien
     assert 'data-live="1"' in shown[2]
     # The hold (4 s in half-second slices) is in the hidden player's stream before it shows.
     assert len(hold) == 2 * 4 and len(rest) >= 1
-    slices = [u for u in rest if isinstance(u[0], str)]
-    notes = [u[3] for u in rest if not isinstance(u[0], str)]  # the sentences made, as they are made
-    assert slices and all(u[1] == {"__type__": "update"} for u in hold + slices)
-    assert all(isinstance(u[0], str) and u[1] == {"__type__": "update"} for u in hold)
-    counts = [int(re.search(r"(\d)/6 句 sentences", note).group(1)) for note in [shown[3], *notes]]  # type: ignore[union-attr]
-    assert counts == sorted(counts) and counts[-1] == 6 and len(set(counts)) >= 2
+    # While it plays, nothing but its slices (no update re-renders the page under the player).
+    assert all(isinstance(u[0], str) and u[1] == {"__type__": "update"} for u in hold + rest)
+    made = re.search(r"(\d)/6 句 sentences", shown[3])  # how far it was when it began to play
+    assert made is not None and 1 <= int(made.group(1)) <= 6
     assert final[0] == {"__type__": "update"} and 'data-cache="MISS"' in final[2] and 'data-live="1"' in final[2]
     whole = service.synthesise(TTSRequest(text=text, voice="tone-low"))
     assert whole.cache == "HIT" and _md5(final[1]) == hashlib.md5(whole.wav).hexdigest()
