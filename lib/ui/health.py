@@ -73,8 +73,11 @@ def health_banner(health: HealthReport) -> str:
 
 
 def live_health(service: TTSService, header: gr.Markdown, banner: gr.HTML, demo: gr.Blocks) -> None:
-    """Keep ``header`` and ``banner`` true to the service's health: on page load, then
-    every :data:`HEALTH_SECONDS`."""
+    """Keep ``header`` and ``banner`` true to the service's health: on page load, and
+    whenever ``/healthz`` answers differently. The page script reads ``/healthz`` every
+    :data:`HEALTH_SECONDS` and presses a hidden button only on a change: a Gradio timer
+    event every 15 s ended (and so wiped) the validation message under a field the
+    operator was reading."""
 
     def show() -> tuple[str, str]:
         try:
@@ -84,6 +87,25 @@ def live_health(service: TTSService, header: gr.Markdown, banner: gr.HTML, demo:
             return gr.skip(), gr.skip()
         return header_markdown(health), health_banner(health)
 
-    timer = gr.Timer(HEALTH_SECONDS)
-    for trigger in (demo.load, timer.tick):
+    changed = gr.Button("health", elem_id="health-refresh", elem_classes=["health-refresh"])
+    for trigger in (demo.load, changed.click):
         trigger(show, outputs=[header, banner], api_visibility="private", show_progress="hidden", queue=False)
+    demo.load(None, js=_POLL.replace("SECONDS_MS", str(int(HEALTH_SECONDS * 1000))))
+
+
+#: The page script that reads ``/healthz`` and asks for a new header and banner on a change.
+_POLL = """
+() => {
+  let last = null;
+  const read = () => fetch("/healthz", { cache: "no-store" })
+    .then((r) => r.json())
+    .then((h) => {
+      const now = JSON.stringify([h.status, h.reasons, h.engine, h.base]);
+      if (last !== null && now !== last) document.querySelector("#health-refresh")?.click();
+      last = now;
+    })
+    .catch(() => {});
+  read();
+  setInterval(read, SECONDS_MS);
+}
+"""

@@ -116,6 +116,8 @@ input[type=radio]:focus-visible, input[type=checkbox]:focus-visible {
    failed); its block takes no room while it has nothing to say. */
 #preload-banner:not(:has(.preload-banner)) { display: none; }
 #health-banner:not(:has(.health-banner)) { display: none; }
+/* The button the page script presses when /healthz changes (lib/ui/health.py): never seen. */
+#health-refresh { display: none !important; }
 .health-banner { background: #fee2e2; color: #7f1d1d; border: 1px solid #b91c1c; border-radius: var(--radius-md);
   padding: 8px 12px; }
 .health-banner ul { margin: 4px 0 0 1.2em; }
