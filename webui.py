@@ -497,8 +497,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         serve(app, config.server, on_exit=service.watchdog.drain, log_level="warning")
     finally:
-        if preload is not None:
-            preload.stop()
+        if preload is not None:  # not for long: a stop must not wait for a slow engine call
+            preload.stop(timeout=2.0)
         service.close()
         _LOGGER.info("stopped after %.0f s", time.time() - started)
     return 0
