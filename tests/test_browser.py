@@ -239,6 +239,22 @@ def synthesise(page: Page) -> str:
     return str(badge(page).get_attribute("data-cache"))
 
 
+def add_lexicon_entry(page: Page, term: str, reading: str) -> None:
+    """Type an entry into the 读音 Readings panel (open) and press Add."""
+    page.locator("#lexicon-term textarea").fill(term)
+    page.locator("#lexicon-reading textarea").fill(reading)
+    page.locator("#lexicon-add").click()
+
+
+def sign_in(page: Page, token: str, said: str) -> None:
+    """Type ``token`` into the page's Admin sign-in (open), press Sign in, wait for ``said``."""
+    from playwright.sync_api import expect
+
+    page.locator("#admin-token input").fill(token)
+    page.locator("#signin").click()
+    expect(page.locator("#signin-status")).to_contain_text(said)
+
+
 def scroll_button_to_bottom(page: Page) -> None:
     """Scroll as an operator who filled the form top to bottom: the Synthesise button at
     the bottom edge of the screen (on a phone, where it sits under the form)."""
@@ -1009,9 +1025,7 @@ def test_reading_line_follows_the_text_and_a_lexicon_entry(page: Page, app: tupl
     expect(line).to_contain_text("huan1 ying2")  # as typed: the front end's reading
     expect(line.locator("ruby[data-source=shipped]")).to_contain_text("lu4 an1")
     page.locator("#readings .label-wrap").first.click()
-    page.locator("#lexicon-term textarea").fill("光临")
-    page.locator("#lexicon-reading textarea").fill("guang3 lin4")
-    page.locator("#lexicon-add").click()
+    add_lexicon_entry(page, "光临", "guang3 lin4")
     expect(page.locator("#lexicon-message")).to_contain_text("已保存 Saved")
     expect(line.locator("ruby[data-source=lexicon]")).to_contain_text("guang3 lin4")
     expect(page.locator("#lexicon-table")).to_contain_text("guang3 lin4")
@@ -1037,16 +1051,10 @@ def test_one_admin_sign_in_serves_every_admin_action_until_sign_out(
             expect(page.locator("#admin-token")).to_have_count(1)  # one box for the whole page
             assert page.locator("input[type=password]").count() == 1
             box = page.locator("#admin-token input")
-            box.fill("not-it")
-            page.locator("#signin").click()
-            expect(page.locator("#signin-status")).to_contain_text("Wrong token")
-            box.fill("s3cret-ui")
-            page.locator("#signin").click()
-            expect(page.locator("#signin-status")).to_contain_text("Signed in as the admin")
+            sign_in(page, "not-it", "Wrong token")
+            sign_in(page, "s3cret-ui", "Signed in as the admin")
             page.locator("#readings .label-wrap").first.click()
-            page.locator("#lexicon-term textarea").fill("光临")
-            page.locator("#lexicon-reading textarea").fill("guang3 lin4")
-            page.locator("#lexicon-add").click()
+            add_lexicon_entry(page, "光临", "guang3 lin4")
             expect(page.locator("#lexicon-message")).to_contain_text("已保存 Saved")
             open_tab(page, "缓存 Cache")
             page.locator("#refresh").click()
@@ -1056,9 +1064,7 @@ def test_one_admin_sign_in_serves_every_admin_action_until_sign_out(
             page.locator("#signout").click()
             expect(box).to_have_value("")
             expect(page.locator("#signin-status")).to_contain_text("Signed out")
-            page.locator("#lexicon-term textarea").fill("欢迎")
-            page.locator("#lexicon-reading textarea").fill("huan1 ying2")
-            page.locator("#lexicon-add").click()
+            add_lexicon_entry(page, "欢迎", "huan1 ying2")
             expect(page.locator("#lexicon-error")).to_contain_text("Admin sign-in at the top of the web UI")
     finally:
         service.close()
