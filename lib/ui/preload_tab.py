@@ -75,11 +75,11 @@ def preload_line(status: PreloadStatus) -> str:
         f"新生成 {status['generated']} 条 made, 已缓存 {status['cached']} 条 cached, 失败 {status['failed']} 条 failed"
     )
     if state == "loading":
-        return f"⏳ 启动预加载：正在读取 {name}… Start-up preload: reading {name}…"
+        return f"启动预加载：正在读取 {name}… Start-up preload: reading {name}…"
     if state == "running":
         share = f" ({100 * done // total} %)" if total else ""
         return (
-            f"⏳ 启动预加载 Start-up preload of {name}: {done}/{total}{share} — {counts}. "
+            f"启动预加载中 Start-up preload of {name}: {done}/{total}{share} — {counts}. "
             "现在即可使用，尚未预加载的短语会在请求时合成。 You can work now: a phrase not yet preloaded is "
             "made when you ask for it."
         )

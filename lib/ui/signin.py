@@ -36,7 +36,7 @@ def signin_section(h: HandlerBase) -> gr.Textbox:
     admin action reads."""
     env = h.service.config.server.admin_token_env
     with gr.Accordion("管理员登录 Admin sign-in", open=False, elem_id="admin-signin"):
-        with gr.Row(equal_height=True):
+        with gr.Row(equal_height=False):  # the buttons at their own height, not the box's
             token = gr.Textbox(
                 label=f"管理员令牌 Admin token (only when {env} is set)", type="password", elem_id="admin-token",
                 scale=3,
