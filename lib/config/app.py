@@ -21,6 +21,7 @@ from lib.config.load import assign, build, env_values, parse_size, require
 from lib.config.provenance import ProvenanceConfig
 from lib.config.readings import ReadingsConfig
 from lib.config.server import ServerConfig
+from lib.config.tenants import TenantsConfig
 from lib.config.voicemap import OpenAIConfig
 from lib.config.watchdog import WatchdogConfig
 from lib.errors import ConfigError
@@ -40,6 +41,7 @@ __all__ = [
     "SegmentsConfig",
     "ServerConfig",
     "TemplatesConfig",
+    "TenantsConfig",
     "TextConfig",
     "VoicesConfig",
     "WatchdogConfig",
@@ -379,6 +381,7 @@ class AppConfig:
     openai: OpenAIConfig = field(default_factory=OpenAIConfig)
     watchdog: WatchdogConfig = field(default_factory=WatchdogConfig)
     readings: ReadingsConfig = field(default_factory=ReadingsConfig)
+    tenants: TenantsConfig = field(default_factory=TenantsConfig)
 
     def __post_init__(self) -> None:
         # Every section checks its own keys as it is built; this is the one top-level key.

@@ -46,6 +46,7 @@ from lib.readings import Readings, load_lexicon
 from lib.request.access import AccessPolicy
 from lib.takes.book import ApprovalBook
 from lib.takes.operations import Takes
+from lib.tenants import Tenants
 from lib.voices import Voices
 from lib.voices.library import VoiceLibrary
 from lib.voices.profiles import VoiceProfiles
@@ -92,6 +93,7 @@ class Parts:
     prewarm: threading.Thread | None
     readings: Readings
     takes: Takes
+    tenants: Tenants
 
 
 def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = FROM_ENV) -> Parts:
@@ -141,7 +143,8 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
     cost_aware = config.cache.eviction_policy == "cost-aware"
     pin_budget = int(config.cache.size_limit * config.cache.pin_fraction) if cost_aware else None
     book = ApprovalBook(cache_dir / "takes", disks.audio, shared, pin_budget=pin_budget)
-    takes = Takes(book, tiers, engine)
+    tenants = Tenants(config.tenants, cache_dir / "tenants", shared, registry=metrics.registry)
+    takes = Takes(book, tiers, engine, admit=lambda chars: tenants.prepaid(chars, "these takes"))
     admin = Admin(
         tiers, profiles, decoder, disks.verify_side, approvals=book,
         plausible=lambda entry: implausible(entry.pcm, entry.sample_rate, entry.meta, readings.read),
@@ -164,7 +167,7 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
         else disks.locks
     )  # fmt: skip
     renewer = Renewer(leases, config.cache.lock_lease) if leases is not None else None
-    recorder = Recorder(stats, metrics, config)
+    recorder = Recorder(stats, metrics, config, usage=tenants.record)
     production = Production(
         tiers, leases, renewer, config.cache, on_lock_error=lambda exc: metrics.cache_errors.labels("lock").inc()
     )
@@ -181,7 +184,7 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
         files=files, dashboard=dashboard, singleflight=production, recorder=recorder,
         composer=composer,
         templates=templates, refiner=refiner, streams=StreamJobs(), prewarm=prewarm, readings=readings,
-        takes=takes,
+        takes=takes, tenants=tenants,
     )  # fmt: skip
 
 

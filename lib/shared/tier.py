@@ -53,6 +53,7 @@ from lib.shared.evictions import Apply, EvictionFeed, evict_tag
 from lib.shared.leases import RedisLeases, SharedLeases
 from lib.shared.lexicon import LexiconKeys
 from lib.shared.takes import TakeKeys
+from lib.shared.tenants import TenantKeys
 from lib.shared.voices import VoiceKeys
 
 __all__ = ["ClusterState", "SharedCounts", "SharedStatus", "SharedTier"]
@@ -133,7 +134,7 @@ def redact(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
-class SharedTier(VoiceKeys, LexiconKeys, TakeKeys):
+class SharedTier(VoiceKeys, LexiconKeys, TakeKeys, TenantKeys):
     """Results, voices (:class:`VoiceKeys`), the lexicon (:class:`LexiconKeys`), leases and
     per-replica statistics in Redis.
 
