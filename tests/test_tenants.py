@@ -266,3 +266,21 @@ def test_config_yaml_documents_the_tenants_section() -> None:
     for name in ("anonymous_synth_chars_per_hour", "anonymous_requests_per_minute", "anonymous_concurrent_misses",
                  "synth_chars_per_hour", "requests_per_minute", "concurrent_misses"):  # fmt: skip
         assert f"\n  {name}:" in section, name
+
+
+def test_the_cache_tab_shows_the_usage_table_to_the_admin_only(client: Any, service: Any) -> None:
+    from types import SimpleNamespace
+
+    from lib.ui.handlers import Handlers
+
+    key = make_key(client, "platform-9")
+    assert tts(client, "Doors closing.", bearer(key)).status_code == 200
+    remote = SimpleNamespace(client=SimpleNamespace(host="10.0.0.5"))
+    handlers = Handlers(service, Path("hot.json"))
+    admin_text = handlers.refresh_cache(token=ADMIN_TOKEN, request=remote)[0]  # type: ignore[arg-type]
+    assert "Usage by tenant" in admin_text
+    row = next(line for line in admin_text.splitlines() if line.startswith("| platform-9 |"))
+    assert row.split("|")[2:6] == [" 1 ", " 0 ", " 1 ", f" {len('Doors closing.')} "]  # requests, hits, misses, chars
+    assert "anonymous" in admin_text
+    other = handlers.refresh_cache(token=None, request=remote)[0]  # type: ignore[arg-type]
+    assert "Usage by tenant" not in other and "platform-9" not in other
