@@ -309,6 +309,31 @@ def test_a_forged_saved_voice_is_never_used(
     assert answer.wav == genuine.wav
 
 
+def test_a_forged_voice_profile_is_extracted_again(
+    make_service: Make, redis_server: RedisServer, raw: redis.Redis
+) -> None:
+    settings = {"cache.shared_url": redis_server.url, "cache.secret": SECRET}
+    owner = make_service(**settings)
+    owner.voices.save("lobby", _prompt(180), "", caller=LOCAL)
+    genuine = owner.synthesise(TTSRequest(text="Welcome to the lobby.", voice="lobby"))
+    lobby = set(raw.keys("tts:p:*"))
+    owner.voices.save("hall", _prompt(300), "", caller=LOCAL)
+    owner.synthesise(TTSRequest(text="Welcome to the hall.", voice="hall"))
+    (hall,) = set(raw.keys("tts:p:*")) - lobby
+    (target,) = lobby
+    raw.set(target, raw.get(hall))  # the hall's profile (validly tagged, for its own key) under the lobby's
+    cold = make_service(**settings)
+    answer = cold.synthesise(TTSRequest(text="Welcome back to the lobby.", voice="lobby"))  # a miss: the profile
+    assert cold.engine.extract_calls == 1  # type: ignore[attr-defined]  # not taken from Redis: made again
+    assert rejected(cold, "shared") >= 1.0
+    expected = owner.synthesise(TTSRequest(text="Welcome back to the lobby.", voice="lobby", use_cache=False))
+    assert pcm(answer) == pcm(expected)
+    fresh = make_service(**settings)  # the profile written back is the lobby's own, and is used
+    again = fresh.synthesise(TTSRequest(text="Welcome, the lobby is open.", voice="lobby"))
+    assert fresh.engine.extract_calls == 0 and rejected(fresh, "shared") == 0.0  # type: ignore[attr-defined]
+    assert again.cache == "MISS" and genuine.cache == "MISS"
+
+
 def test_a_forged_approved_take_is_not_adopted(make_service: Make, redis_server: RedisServer, raw: redis.Redis) -> None:
     settings = {"cache.shared_url": redis_server.url, "cache.secret": SECRET}
     owner = make_service(**settings)
@@ -353,8 +378,14 @@ def test_the_secret_comes_from_yaml_and_the_environment_and_is_never_shown(
     env = load_config(env={"TTS_CACHE_SECRET": "0x" + "1f" * 10, "TTS_CACHE_OLD_SECRETS": f"{OLD}, {SECRET}"})
     assert env.cache.secret == "0x" + "1f" * 10 and env.cache.old_secrets == (OLD, SECRET)  # as written, not YAML
     assert SECRET not in repr(loaded) and OLD not in repr(loaded)
-    for bad in ({"TTS_CACHE_SECRET": "short-secret"}, {"TTS_CACHE_SECRET": SECRET, "TTS_CACHE_OLD_SECRETS": "tiny"}):
-        with pytest.raises(ConfigError, match=r"cache\.(old_)?secrets?: .*at least 16 bytes") as error:
+    for bad, where in (
+        ({"TTS_CACHE_SECRET": "short-secret"}, r"cache\.secret: must be at least 16 bytes, got 12"),
+        (
+            {"TTS_CACHE_SECRET": SECRET, "TTS_CACHE_OLD_SECRETS": "tiny"},
+            r"cache\.old_secrets: each must be at least 16",
+        ),
+    ):
+        with pytest.raises(ConfigError, match=where) as error:
             load_config(env=bad)
         assert "short-secret" not in str(error.value) and "tiny" not in str(error.value)
     with pytest.raises(ConfigError, match=r"cache\.secret") as error:

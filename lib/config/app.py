@@ -136,7 +136,7 @@ class CacheConfig:
     (``TTS_CACHE_OLD_SECRETS``: comma-separated); new entries are tagged with ``secret``."""
 
     def __post_init__(self) -> None:
-        short = [s for s in (self.secret, *self.old_secrets) if s is not None and len(s.encode("utf-8")) < 16]
+        short = [s for s in self.old_secrets if len(s.encode("utf-8")) < 16]
         require(
             (
                 self.secret is None or len(self.secret.encode("utf-8")) >= 16,
