@@ -276,6 +276,24 @@ def test_untagged_entries_are_refused_once_a_secret_is_set_and_served_without_on
     assert later.synthesise(req("Platform four, the train to Oxford.")).cache == "HIT"
 
 
+def test_tagged_entries_are_still_evicted_by_their_tag(
+    make_service: Make, redis_server: RedisServer, raw: redis.Redis, bucket: str
+) -> None:
+    """The tag is a trailer: what reads an entry's header alone (eviction by tag in Redis,
+    the object store's index) reads a tagged entry as before."""
+    service = make_service(
+        **{"cache.shared_url": redis_server.url, "cache.objects_url": bucket, "cache.secret": SECRET}
+    )
+    wanted, other = two_entries(service)
+    value = raw.get(f"tts:a:{wanted.key}")
+    assert isinstance(value, bytes) and value.endswith(b"TTSMAC01")
+    report = service.admin.evict(str(wanted.audio.meta["tag"]), caller=LOCAL)
+    assert report["shared_removed"] == 2 and report["objects_removed"] == 2
+    assert raw.get(f"tts:a:{wanted.key}") is None and raw.get(f"tts:a:{other.key}") is None
+    store = objects_of(service)
+    assert store.client.get(store.layout.entry(wanted.key)) is None
+
+
 # -- saved voices and approved takes ----------------------------------------------------------
 
 
