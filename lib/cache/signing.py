@@ -28,6 +28,7 @@ import struct
 from collections.abc import Callable, Sequence
 
 from lib.config import CacheConfig
+from lib.core.logtext import cut_text
 from lib.core.ratelimit import LogLimiter
 
 __all__ = ["MIN_SECRET_BYTES", "ForgedValueError", "Signer"]
@@ -120,5 +121,5 @@ class Signer:
         self._log.log(
             logging.WARNING, f"forged:{tier}:{kind}",
             "%s tier: %s %s refused (%s under cache.secret): not served, made again and written over",
-            tier, kind, name[:64], reason,
+            tier, kind, name if kind != "voice" else cut_text(name), reason,  # a voice's name is user text
         )  # fmt: skip
