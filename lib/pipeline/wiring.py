@@ -21,6 +21,7 @@ from lib.audio.pcm import PromptDecoder, PromptLimits
 from lib.cache.keys import model_tag
 from lib.cache.leases import Leases, Renewer
 from lib.cache.production import Production
+from lib.cache.signing import Signer
 from lib.cache.stats import Stats
 from lib.cache.stores import LocalStores
 from lib.cache.tiers import Tiers
@@ -116,12 +117,16 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
         config.cache, lambda op, exc: metrics.cache_errors.labels(op).inc(), profile_bytes=config.voices.profile_bytes
     )
     stats = Stats(disks.meta, max_phrases=config.cache.stats_phrases)
+    # cache.secret: every value the shared tiers hold is tagged, and one without a valid tag is refused.
+    signer = Signer.from_config(config.cache, on_reject=lambda tier: metrics.entries_rejected.labels(tier).inc())
     shared: SharedTier | None = None
     if config.cache.shared_url:
         from lib.shared.tier import SharedTier  # imports redis only when a shared tier is configured
 
-        shared = SharedTier(config.cache.shared_url, on_error=metrics.shared_errors.inc, counters=stats.counters)
-    objects = configured_objects(config.cache, metrics.objects_errors.inc)  # None unless cache.objects_url is set
+        shared = SharedTier(
+            config.cache.shared_url, on_error=metrics.shared_errors.inc, counters=stats.counters, signer=signer
+        )
+    objects = configured_objects(config.cache, metrics.objects_errors.inc, signer)  # None unless objects_url is set
     writer = Writer()
     tiers = Tiers(config.cache, disks.audio, shared, writer, objects, config.provenance)
     library = VoiceLibrary(disks.voices, max_saved=config.voices.max_saved, shared=shared)
