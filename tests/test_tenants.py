@@ -260,6 +260,32 @@ def test_keys_and_limits_hold_across_two_replicas_on_redis(tmp_path: Path, redis
         b.close()
 
 
+def test_with_a_cache_secret_a_key_forged_in_redis_is_refused(tmp_path: Path, redis_server: RedisServer) -> None:
+    from lib.tenants.records import Limits, TenantRecord, hash_key
+
+    redis_server.client().flushall()
+    svc = tone_service(tmp_path, admin_token=ADMIN_TOKEN, **{"cache.shared_url": redis_server.url,
+                       "cache.secret": "s" * 32})  # fmt: skip
+    try:
+        with in_process(create_app(svc)) as client:
+            real = make_key(client, "real")
+            assert tts(client, "Signed hello.", bearer(real)).status_code == 200
+            raw = redis_server.client()
+            # Whoever can write Redis adds a key of their own, without limits...
+            forged_key = "tts_forged-key-of-a-redis-writer"
+            record = TenantRecord("intruder", hash_key(forged_key), Limits())
+            raw.hset("tts:tenants", "intruder", record.to_json())
+            raw.hset("tts:tenants:hash", hash_key(forged_key), "intruder")
+            assert tts(client, "Signed hello.", bearer(forged_key)).status_code == 401
+            # ...or points their key's hash at a real tenant's (signed) record.
+            raw.hset("tts:tenants:hash", hash_key("tts_another-forged-key"), "real")
+            assert tts(client, "Signed hello.", bearer("tts_another-forged-key")).status_code == 401
+            assert [k["name"] for k in client.get("/api/keys", headers=ADMIN).json()["keys"]] == ["real"]
+            assert tts(client, "Signed hello.", bearer(real)).status_code == 200
+    finally:
+        svc.close()
+
+
 def test_config_yaml_documents_the_tenants_section() -> None:
     text = Path("config.yaml").read_text()
     section = text.split("\ntenants:", 1)[1]
