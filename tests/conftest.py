@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import uvicorn
+from server_process import NO_ANONYMOUS_LIMITS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -57,6 +58,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
+
 def tone_service(tmp_path: Path, *, admin_token: Any = None, engine: Any = None, **overrides: Any) -> Any:
     """A service on the tone test engine (or ``engine``) with its cache under ``tmp_path``
     (``overrides``: config keys, dotted; ``admin_token``: the admin token, None for none)."""
@@ -69,7 +71,8 @@ def tone_service(tmp_path: Path, *, admin_token: Any = None, engine: Any = None,
         "readings.lexicon": str(tmp_path / "lexicon.json"),  # never the working directory's
         **overrides,
     }  # fmt: skip
-    return TTSService(load_config(env={}, overrides=values), engine or ToneEngine(), admin_token=admin_token)
+    config = load_config(env=NO_ANONYMOUS_LIMITS, overrides=values)
+    return TTSService(config, engine or ToneEngine(), admin_token=admin_token)
 
 
 def wait_until(condition: Any, limit: float = 20.0, every: float = 0.05) -> bool:

@@ -31,6 +31,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: The suite's callers are anonymous, all from the loopback address, many at once: the
+#: anonymous limits (``tenants.anonymous_*``, lib.tenants) are off for the services tests
+#: build, as environment variables (an override of None changes nothing). The tests of the
+#: limits (tests/test_tenants.py) set them.
+NO_ANONYMOUS_LIMITS = {
+    "TTS_TENANTS_ANONYMOUS_SYNTH_CHARS_PER_HOUR": "null", "TTS_TENANTS_ANONYMOUS_REQUESTS_PER_MINUTE": "null",
+    "TTS_TENANTS_ANONYMOUS_CONCURRENT_MISSES": "null",
+}  # fmt: skip
+
+
 class ServerProcess:
     """``python -m lib.api`` on a free loopback port."""
 
@@ -41,7 +51,7 @@ class ServerProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
             **os.environ, "TTS_ENGINE": "tone", "TTS_CACHE_DIR": str(cache_dir), "TTS_VOICES_PREWARM": "false",
-            "PYTHONUNBUFFERED": "1", **{k: str(v) for k, v in env.items()},
+            "PYTHONUNBUFFERED": "1", **NO_ANONYMOUS_LIMITS, **{k: str(v) for k, v in env.items()},
         }  # fmt: skip
         self.process: subprocess.Popen[bytes] | None = None
 

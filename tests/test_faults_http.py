@@ -25,13 +25,13 @@ from lib.engines.tone import ToneEngine
 from lib.errors import ValidationError
 from lib.pipeline.service import TTSService, synthesise_with_cache
 from tests.api_server import LiveServer
-from tests.server_process import ServerProcess
+from tests.server_process import NO_ANONYMOUS_LIMITS, ServerProcess
 
 
 def _service(tmp_path: Path, **overrides: Any) -> TTSService:
     values: dict[str, Any] = {"engine": "tone", "cache.dir": str(tmp_path / "cache"), "voices.prewarm": False}
     values.update(overrides)
-    return TTSService(load_config(env={}, overrides=values), ToneEngine(), admin_token="t")
+    return TTSService(load_config(env=NO_ANONYMOUS_LIMITS, overrides=values), ToneEngine(), admin_token="t")
 
 
 @pytest.fixture(scope="module")

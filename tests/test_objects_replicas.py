@@ -19,6 +19,7 @@ import pytest
 from conftest import wait_until
 from redis_server import RedisServer, require_redis_server
 from s3_server import ACCESS_KEY, SECRET_KEY, S3Server
+from server_process import NO_ANONYMOUS_LIMITS
 
 from lib.api import create_app
 from lib.cache.entry import unpack
@@ -59,7 +60,8 @@ def make(tmp_path: Path, s3: S3Server) -> Iterator[Make]:
             "engine": "tone", "cache.dir": str(tmp_path / name), "voices.prewarm": False,
             "cache.objects_url": url or s3.url(prefix), **config,
         }  # fmt: skip
-        service = TTSService(load_config(env={}, overrides=overrides), engine=ToneEngine(delay=delay), admin_token="t")
+        config = load_config(env=NO_ANONYMOUS_LIMITS, overrides=overrides)
+        service = TTSService(config, engine=ToneEngine(delay=delay), admin_token="t")
         services.append(service)
         return service
 

@@ -32,8 +32,9 @@ def service(make_service: Any) -> TTSService:
 
 
 @pytest.fixture
-def client(http: httpx.Client) -> openai.OpenAI:
-    return openai.OpenAI(base_url="http://127.0.0.1/v1", api_key="anything", http_client=http)
+def client(http: httpx.Client, service: TTSService) -> openai.OpenAI:
+    _, key = service.tenants.create("openai-formats", {})  # an unknown key would be 401 (lib.api.tenants)
+    return openai.OpenAI(base_url="http://127.0.0.1/v1", api_key=key, http_client=http)
 
 
 def speech(client: openai.OpenAI, fmt: str, text: str = TEXT, **extra: Any) -> Any:

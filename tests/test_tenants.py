@@ -310,3 +310,17 @@ def test_the_cache_tab_shows_the_usage_table_to_the_admin_only(client: Any, serv
     assert "anonymous" in admin_text
     other = handlers.refresh_cache(token=None, request=remote)[0]  # type: ignore[arg-type]
     assert "Usage by tenant" not in other and "platform-9" not in other
+
+
+def test_an_unusable_cache_directory_never_stops_the_service_and_a_key_is_503(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    svc = tone_service(tmp_path, admin_token=ADMIN_TOKEN, **{"cache.dir": str(blocker / "cache")})
+    try:
+        with in_process(create_app(svc)) as client:
+            assert tts(client, "Still served.").status_code == 200  # anonymous: counted in memory
+            refused = client.post("/api/keys", json={"name": "shop"}, headers=ADMIN)
+            assert refused.status_code == 503 and "nothing was changed" in refused.json()["error"]
+            assert client.get("/api/keys", headers=ADMIN).json()["keys"] == []
+    finally:
+        svc.close()

@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 
 from lib.core.atomicfile import write_private
+from lib.errors import StoreUnavailableError
 from lib.tenants.records import TenantRecord
 
 __all__ = ["LocalTenants"]
@@ -31,9 +32,7 @@ class LocalTenants:
     """The key store and the counters in ``directory`` and memory."""
 
     def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(directory, 0o700)
+        self.directory = directory  # made at the first write: a missing or unusable cache never stops the service
         self._keys_file = directory / "keys.json"
         self._usage_file = directory / "usage.json"
         self._lock = threading.Lock()
@@ -51,7 +50,7 @@ class LocalTenants:
     def _refresh(self) -> None:
         try:
             stat = self._keys_file.stat()
-        except FileNotFoundError:
+        except OSError:  # none yet, or the cache directory is missing or unusable: no keys
             seen = None
         else:
             seen = (stat.st_mtime_ns, stat.st_size)
@@ -72,8 +71,20 @@ class LocalTenants:
         self._by_hash = {record.key_hash: record for record in keys.values()}
 
     def _write_keys(self) -> None:
-        write_private(self._keys_file, json.dumps({n: r.to_json() for n, r in self._keys.items()}, indent=1).encode())
+        data = json.dumps({n: r.to_json() for n, r in self._keys.items()}, indent=1).encode()
+        try:
+            self._private_dir()
+            write_private(self._keys_file, data)
+        except OSError as exc:
+            raise StoreUnavailableError(
+                f"the tenant keys cannot be written to {self.directory} ({exc.strerror or exc}); nothing was changed: "
+                "fix the cache directory (cache.dir) and try again"
+            ) from exc
         self._seen = None  # read back at the next look: mtime granularity
+
+    def _private_dir(self) -> None:
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.directory, 0o700)
 
     def put(self, record: TenantRecord) -> bool:
         """Store ``record``; False when its name is taken."""
@@ -82,15 +93,26 @@ class LocalTenants:
             if record.name in self._keys:
                 return False
             self._keys[record.name] = record
-            self._write_keys()
+            try:
+                self._write_keys()
+            except StoreUnavailableError:
+                del self._keys[record.name]
+                raise
+            self._by_hash[record.key_hash] = record
             return True
 
     def delete(self, name: str) -> bool:
         with self._lock:
             self._refresh()
-            if self._keys.pop(name, None) is None:
+            record = self._keys.pop(name, None)
+            if record is None:
                 return False
-            self._write_keys()
+            try:
+                self._write_keys()
+            except StoreUnavailableError:
+                self._keys[name] = record
+                raise
+            self._by_hash.pop(record.key_hash, None)
             return True
 
     def all(self) -> dict[str, TenantRecord]:
@@ -170,6 +192,7 @@ class LocalTenants:
             self._dirty = False
             self._saved = time.monotonic()
         try:
+            self._private_dir()
             write_private(self._usage_file, data)
         except OSError as exc:
             _LOGGER.error("tenant usage cannot be written to %s: %s", self._usage_file, exc)
@@ -177,7 +200,7 @@ class LocalTenants:
     def _read_usage(self) -> dict[str, dict[str, float]]:
         try:
             data = json.loads(self._usage_file.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return {}
         except (OSError, ValueError) as exc:
             _LOGGER.error("tenant usage in %s cannot be read (%s); counting from zero", self._usage_file, exc)
