@@ -9,8 +9,9 @@ The rule:
 - replacing or deleting a saved voice, ``force`` (regenerating cached entries),
   enabling an uploaded list's templates (they change other users' answers), changing
   the pronunciation lexicon (it changes every voice's readings), and the admin actions
-  (clear, evict, sweep, verify) and approving or withdrawing a phrase's approved take
-  (it changes what every unseeded request of the phrase is answered) need the admin;
+  (clear, evict, sweep, verify), approving or withdrawing a phrase's approved take
+  (it changes what every unseeded request of the phrase is answered) and submitting
+  or cancelling a batch job (it spends the engine on a whole list) need the admin;
 - statistics that contain user texts, and the transcripts of saved voices, are
   admin-only; everyone else sees counts, sizes and hit rates, and voice names.
 
@@ -47,6 +48,7 @@ class Action(enum.Enum):
     READ_TEXTS = "read users' texts (in the statistics, the voices' transcripts)"
     LEXICON = "change the pronunciation lexicon"
     APPROVE = "approve or withdraw the approved take of a phrase"
+    BATCH = "submit or cancel a batch job (POST /api/batch)"
 
 
 #: Actions open to every caller.
