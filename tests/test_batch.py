@@ -5,17 +5,25 @@ version (Redis Streams) is tests/test_batch_replicas.py."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import sqlite3
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-from conftest import in_process, wait_until
+import httpx
+import pytest
+from conftest import REPO, in_process, serving, wait_until
 from test_background_preload import HeldTone
 
 from lib.api import create_app
 from lib.batch.jobs import ItemSpec, price
+from lib.batch.remote import RemoteRefusal, run_remote
+from lib.request.phrases import expand, load_phrases
 from lib.request.types import TTSRequest
 
 VOICE = "tone-low"
@@ -214,3 +222,41 @@ def test_a_job_continues_after_a_restart(make_service: Any, tmp_path: Path) -> N
     assert (job["status"], job["done"], job["failed"]) == ("done", 3, 0)
     assert [item["cache"] for item in job["items"]] == ["MISS", "MISS", "MISS"]
     assert second_engine.texts == {"line two": 1, "line three": 1}  # line one was not made again
+
+
+def test_preload_cache_submits_a_list_to_a_server_and_follows_it(
+    make_service: Any, tmp_path: Path, free_port: int
+) -> None:
+    service = make_service(admin_token="tok")
+    service.synthesise(TTSRequest(text="already cached", voice=VOICE))
+    calls = service.engine.calls
+    phrases = [
+        {"text": "already cached", "voice": "low"},
+        {"text": "made by the server", "voice": "low", "seeds": [1, 2]},
+        {"text": "nobody speaks", "voice": "ghost"},
+    ]
+    doc = {"version": 1, "voices": {"low": {"preset": VOICE}, "ghost": {"preset": "no-such-voice"}}, "phrases": phrases}
+    (tmp_path / "list.json").write_text(json.dumps(doc), encoding="utf-8")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, str(REPO / "preload_cache.py"), "--phrases", str(tmp_path / "list.json"), *args]
+        env = {**os.environ, "TTS_ADMIN_TOKEN": "tok"}
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+
+    with serving(create_app(service), free_port) as url:
+        done = run("--server", url)
+        assert done.returncode == 1, done.stderr  # a phrase failed: as the local preload
+        assert done.stdout.startswith("preload: 4 phrases, 2 generated, 1 already cached, 1 failed in ")
+        assert "preload: phrases[2] failed: voice: no saved or preset voice named 'no-such-voice'" in done.stderr
+        assert "4/4" in done.stderr  # the progress bar
+        assert service.engine.calls == calls + 2
+
+        # The same list again (in process): the same job, followed, nothing made again.
+        requests = expand(load_phrases(tmp_path / "list.json"))
+        again = run_remote(url, "tok", requests)
+        assert again.summary().split(" in ")[0] == done.stdout.split(" in ")[0]
+        assert service.engine.calls == calls + 2
+        with httpx.Client(base_url=url) as client:
+            assert len(client.get("/api/batch").json()["jobs"]) == 1
+        with pytest.raises(RemoteRefusal, match=r"refused the job \(HTTP 403\)"):
+            run_remote(url, "wrong", requests)

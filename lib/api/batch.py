@@ -2,7 +2,8 @@
 (:mod:`lib.batch.jobs`).
 
 - ``POST /api/batch`` (admin): ``{"id": optional, "items": [{"text", "voice", "style",
-  "seed", "format"}, ...]}``, 1..1000 items; answers 202 ``{"id", "status_url", "total"}``
+  "seed", "format"}, ...]}`` (an item may also give ``speed`` and ``mode``, as a phrase list
+  does), 1..1000 items; answers 202 ``{"id", "status_url", "total"}``
   (the same id again: 200, the same job, no new work). A body or item that does not fit
   the schema is 422, more than 1000 items 413; an item whose content ``POST /api/tts``
   would refuse (an unknown voice, a seed out of range, an empty text) fails alone with
@@ -55,6 +56,8 @@ class BatchItem(BaseModel):
     style: str = ""
     seed: int | None = None
     format: str = "wav"
+    speed: float | None = None
+    mode: str | None = None
 
 
 class BatchBody(BaseModel):

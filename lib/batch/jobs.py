@@ -40,8 +40,8 @@ _LOGGER = logging.getLogger(__name__)
 MAX_ITEMS = 1000
 #: A client-chosen job id.
 ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
-#: The fields an item may give (those of POST /api/tts a list needs).
-ITEM_FIELDS = ("text", "voice", "style", "seed", "format")
+#: The fields an item may give (those of POST /api/tts a phrase list needs).
+ITEM_FIELDS = ("text", "voice", "style", "seed", "format", "speed", "mode")
 
 
 class ItemSpec:
@@ -58,7 +58,8 @@ class ItemSpec:
 def _request(fields: dict[str, Any]) -> TTSRequest:
     return TTSRequest(
         text=fields.get("text", ""), voice=fields.get("voice") or None, style=fields.get("style") or "",
-        seed=fields.get("seed"), format=fields.get("format") or "wav", origin="preload",
+        seed=fields.get("seed"), format=fields.get("format") or "wav", speed=fields.get("speed") or 1.0,
+        mode=fields.get("mode") or None, origin="preload",
     )  # fmt: skip
 
 
