@@ -21,7 +21,7 @@ from conftest import REPO, in_process, serving, wait_until
 from test_background_preload import HeldTone
 
 from lib.api import create_app
-from lib.batch.jobs import ItemSpec, price
+from lib.batch.jobs import BatchJobs, ItemSpec, price
 from lib.batch.remote import RemoteRefusal, run_remote
 from lib.request.phrases import expand, load_phrases
 from lib.request.types import TTSRequest
@@ -260,3 +260,32 @@ def test_preload_cache_submits_a_list_to_a_server_and_follows_it(
             assert len(client.get("/api/batch").json()["jobs"]) == 1
         with pytest.raises(RemoteRefusal, match=r"refused the job \(HTTP 403\)"):
             run_remote(url, "wrong", requests)
+
+
+def test_the_preload_tab_submits_a_list_as_a_job_and_lists_the_jobs(
+    make_service: Any, tmp_path: Path, free_port: int
+) -> None:
+    from gradio_client import Client, handle_file
+
+    import webui
+    from lib.ui.cache_handlers import batch_rows
+
+    service = make_service(admin_token="tok")
+    doc = {
+        "version": 1,
+        "voices": {"low": {"preset": VOICE}},
+        "phrases": [{"text": "tab line", "seeds": [1, 2], "voice": "low"}],
+    }
+    upload = tmp_path / "upload.json"
+    upload.write_text(json.dumps(doc), encoding="utf-8")
+    with serving(webui.create_app(service, phrases_path=upload), free_port) as url:
+        client = Client(url, verbose=False, download_files=str(tmp_path / "downloads"))
+        with pytest.raises(Exception, match="admin"):
+            client.predict(handle_file(str(upload)), "", api_name="/batch")  # not signed in
+        message, table = client.predict(handle_file(str(upload)), "tok", api_name="/batch")
+        job_id = re.search(r"Batch job `([^`]+)`: 2 items", message).group(1)  # type: ignore[union-attr]
+        assert job_id.startswith("preload-") and table["data"][0][:2] == [job_id, table["data"][0][1]]
+        jobs = BatchJobs.of(service)
+        assert wait_until(lambda: jobs.status(job_id)["status"] == "done", 30)
+    assert batch_rows(jobs.listing())[0][:5] == [job_id, "done", "2/2 (100 %)", 2, 0]
+    assert service.engine.calls == 2

@@ -24,7 +24,7 @@ from lib.request.phrases import PhraseRequest
 from .jobs import MAX_ITEMS
 from .preload import PreloadReport
 
-__all__ = ["RemoteRefusal", "run_remote"]
+__all__ = ["BatchItem", "RemoteRefusal", "list_jobs", "phrase_items", "run_remote"]
 
 
 class RemoteRefusal(TTSError):
@@ -39,7 +39,7 @@ class _Job:
     counted: set[int] = field(default_factory=set)
 
 
-class _Item(TypedDict):
+class BatchItem(TypedDict):
     """A batch item as ``POST /api/batch`` takes it."""
 
     text: str
@@ -51,14 +51,38 @@ class _Item(TypedDict):
     mode: NotRequired[str]
 
 
-def _item(request: PhraseRequest) -> _Item | str:
+def phrase_items(requests: list[PhraseRequest]) -> tuple[list[tuple[str, BatchItem]], list[tuple[str, str]]]:
+    """The batch items of a list's phrases, each with its entry (``phrases[3]``), and the
+    phrases that cannot be sent to a server, each with why."""
+    items: list[tuple[str, BatchItem]] = []
+    unsent: list[tuple[str, str]] = []
+    for request in requests:
+        item = _item(request)
+        if isinstance(item, str):
+            unsent.append((request.entry, item))
+        else:
+            items.append((request.entry, item))
+    return items, unsent
+
+
+def list_jobs(items: list[tuple[str, BatchItem]]) -> list[tuple[str, list[tuple[str, BatchItem]]]]:
+    """The items in jobs of at most :data:`MAX_ITEMS`, each with an id made from the
+    whole list's content (``preload-<digest>-<n>``): the same list is the same jobs."""
+    digest = hashlib.sha256(json.dumps([i for _, i in items], sort_keys=True).encode()).hexdigest()[:16]
+    return [
+        (f"preload-{digest}-{n}", items[first : first + MAX_ITEMS])
+        for n, first in enumerate(range(0, len(items), MAX_ITEMS), start=1)
+    ]
+
+
+def _item(request: PhraseRequest) -> BatchItem | str:
     """The batch item of a phrase, or why it cannot be sent."""
     if request.prompt_audio is not None or not request.voice:
         return (
             "its voice is a recording on this machine; a server is sent voice names only: save the voice "
             "on the server (Voices tab, POST /api/voices) and name it in the list"
         )
-    item: _Item = {"text": request.text, "voice": request.voice, "style": request.style, "format": "wav"}
+    item: BatchItem = {"text": request.text, "voice": request.voice, "style": request.style, "format": "wav"}
     if request.seed is not None:
         item["seed"] = request.seed
     if request.speed != 1.0:
@@ -75,30 +99,23 @@ def run_remote(
     *,
     on_done: Callable[[PreloadReport], None] | None = None,
     poll: float = 0.5,
-    transport: Any = None,
 ) -> PreloadReport:
     """Submit ``requests`` to ``server`` and follow the jobs until each is done or
     cancelled; ``on_done`` is called after each finished phrase (progress). Raises
     :class:`RemoteRefusal` when a job is refused, :class:`httpx.HTTPError` when the server
-    cannot be reached. ``transport``: an httpx transport (tests: the app in process)."""
+    cannot be reached."""
     import httpx
 
     report = PreloadReport()
     started = time.perf_counter()
-    items: list[tuple[str, _Item]] = []
-    for request in requests:
-        item = _item(request)
-        if isinstance(item, str):
-            _count(report, request.entry, None, item, started, on_done)
-        else:
-            items.append((request.entry, item))
-    digest = hashlib.sha256(json.dumps([i for _, i in items], sort_keys=True).encode()).hexdigest()[:16]
+    items, unsent = phrase_items(requests)
+    for entry, why in unsent:
+        _count(report, entry, None, why, started, on_done)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with httpx.Client(base_url=server, headers=headers, timeout=60, transport=transport) as http:
+    with httpx.Client(base_url=server, headers=headers, timeout=60) as http:
         jobs: list[_Job] = []
-        for n, first in enumerate(range(0, len(items), MAX_ITEMS), start=1):
-            chunk = items[first : first + MAX_ITEMS]
-            answer = http.post("/api/batch", json={"id": f"preload-{digest}-{n}", "items": [i for _, i in chunk]})
+        for job_id, chunk in list_jobs(items):
+            answer = http.post("/api/batch", json={"id": job_id, "items": [i for _, i in chunk]})
             if answer.status_code not in (200, 202):
                 raise RemoteRefusal(f"the server refused the job (HTTP {answer.status_code}): {_error(answer)}")
             jobs.append(_Job(answer.json()["status_url"], [entry for entry, _ in chunk]))
