@@ -289,3 +289,15 @@ def test_the_preload_tab_submits_a_list_as_a_job_and_lists_the_jobs(
         assert wait_until(lambda: jobs.status(job_id)["status"] == "done", 30)
     assert batch_rows(jobs.listing())[0][:5] == [job_id, "done", "2/2 (100 %)", 2, 0]
     assert service.engine.calls == 2
+
+
+def test_with_redis_out_of_reach_the_endpoints_answer_503(make_service: Any) -> None:
+    service = make_service(**{"cache.shared_url": "redis://127.0.0.1:9/0"})  # port 9: nothing answers
+    with in_process(create_app(service)) as client:
+        for answer in (
+            client.post("/api/batch", json={"items": _items("not now")}),
+            client.get("/api/batch/some-job"),
+            client.get("/api/batch"),
+            client.delete("/api/batch/some-job"),
+        ):
+            assert answer.status_code == 503 and "cache.shared_url" in answer.json()["error"]

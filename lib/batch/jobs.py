@@ -23,6 +23,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lib.core.ratelimit import LogLimiter
 from lib.errors import EngineError, NotFoundError, TTSError, ValidationError
 from lib.request.access import Action, Caller, check
 from lib.request.types import TTSRequest
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["ID_PATTERN", "MAX_ITEMS", "BatchJobs", "ItemSpec", "admit", "plan", "price"]
 
 _LOGGER = logging.getLogger(__name__)
+_LIMITED = LogLimiter(_LOGGER, every=60.0)
 
 #: Most items one job may hold.
 MAX_ITEMS = 1000
@@ -217,7 +219,7 @@ class BatchJobs:
             except Exception as exc:  # the board is unreachable (Redis down): try again soon
                 if self._stopping():
                     break
-                _LOGGER.warning("batch jobs: cannot take an item (%s); trying again", type(exc).__name__)
+                _LIMITED.log(logging.WARNING, "take", "batch jobs: cannot take an item (%s); trying again", exc)
                 self._stop.wait(2.0)
                 continue
             if claim is None:

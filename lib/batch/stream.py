@@ -19,14 +19,18 @@ not dead, replica) is counted once and made once by the engine (single-flight).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import socket
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 import redis
+
+from lib.errors import StoreUnavailableError
 
 from .board import Claim, ItemView, JobSummary, JobView, Planned
 
@@ -90,6 +94,25 @@ return 1
 """
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _reachable(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Redis out of reach as a 503 that says so (an endpoint's call), never a 500."""
+
+    @functools.wraps(method)
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except redis.RedisError as exc:
+            raise StoreUnavailableError(
+                f"batch jobs are kept in Redis (cache.shared_url), which cannot be reached now ({exc}); try again"
+            ) from exc
+
+    return call
+
+
 def as_text(value: Any) -> str:
     """A value read from Redis as text."""
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -132,6 +155,7 @@ class StreamBoard:
                 raise
         self._group_made = True
 
+    @_reachable
     def create(self, job_id: str, items: list[Planned]) -> bool:
         self._group()
         records = [
@@ -142,6 +166,7 @@ class StreamBoard:
         keys = [self._job(job_id), self._items(job_id), _PREFIX + "jobs", self.stream]
         return bool(self._create(keys=keys, args=[job_id, time.time(), len(items), failed, *records]))
 
+    @_reachable
     def summary(self, job_id: str) -> JobSummary | None:
         return self._summary(job_id, self.client.hgetall(self._job(job_id)))
 
@@ -155,6 +180,7 @@ class StreamBoard:
             "failed": int(job["failed"]), "created": float(job["created"]),
         }  # fmt: skip
 
+    @_reachable
     def view(self, job_id: str) -> JobView | None:
         pipe = self.client.pipeline(transaction=True)
         pipe.hgetall(self._job(job_id))
@@ -174,6 +200,7 @@ class StreamBoard:
             "failed": summary["failed"], "items": items,
         }  # fmt: skip
 
+    @_reachable
     def listing(self, most: int) -> list[JobSummary]:
         ids = [as_text(i) for i in self.client.zrevrange(_PREFIX + "jobs", 0, most - 1)]
         pipe = self.client.pipeline(transaction=False)
@@ -182,6 +209,7 @@ class StreamBoard:
         found = [self._summary(job_id, raw) for job_id, raw in zip(ids, pipe.execute(), strict=True)]
         return [summary for summary in found if summary is not None]
 
+    @_reachable
     def cancel(self, job_id: str) -> bool:
         return bool(self._cancel(keys=[self._job(job_id)]))
 
