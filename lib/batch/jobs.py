@@ -163,7 +163,7 @@ class BatchJobs:
         if not 1 <= len(specs) <= MAX_ITEMS:
             raise ValidationError(f"items: give 1 to {MAX_ITEMS} items, got {len(specs)}")
         if job_id is not None:
-            found = self.board.summary(job_id)
+            found = self._opened().summary(job_id)
             if found is not None:
                 admit(caller, 0)
                 return found, False
@@ -178,8 +178,18 @@ class BatchJobs:
         _LOGGER.info("batch job %s: %d items, %d characters for the engine", job_id, len(planned), characters)
         return summary, created
 
+    def _opened(self) -> Board:
+        """The board, opened if another process (sharing the cache directory) made it."""
+        board = self.board
+        if isinstance(board, _LazyBoard) and LocalBoard.exists(board.folder):
+            with self._lock:
+                if isinstance(self.board, _LazyBoard):
+                    self.board = self.board.open()
+                board = self.board
+        return board
+
     def status(self, job_id: str) -> JobView:
-        view = self.board.view(job_id)
+        view = self._opened().view(job_id)
         if view is None:
             raise NotFoundError(f"no batch job {job_id[:80]!r}; submit one with POST /api/batch")
         return view
@@ -187,13 +197,13 @@ class BatchJobs:
     def cancel(self, job_id: str, *, caller: Caller) -> JobView:
         """Cancel a job: items not started are dropped, those at work finish."""
         admit(caller, 0)
-        if not self.board.cancel(job_id):
+        if not self._opened().cancel(job_id):
             raise NotFoundError(f"no batch job {job_id[:80]!r}; submit one with POST /api/batch")
         return self.status(job_id)
 
     def listing(self, most: int = 50) -> list[JobSummary]:
         """The newest jobs, newest first."""
-        return self.board.listing(most)
+        return self._opened().listing(most)
 
     # -- the worker --------------------------------------------------------------------
 
