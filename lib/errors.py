@@ -26,6 +26,7 @@ __all__ = [
     "OutOfRangeError",
     "PayloadTooLargeError",
     "PromptAudioError",
+    "RateLimitedError",
     "StoreFullError",
     "StoreUnavailableError",
     "TTSError",
@@ -103,6 +104,20 @@ class ForbiddenError(TTSError):
     configured (HTTP 403)."""
 
     http_status = 403
+
+
+class RateLimitedError(TTSError):
+    """A caller went over one of its limits (``tenants:``, ``POST /api/keys``) (HTTP 429).
+    ``headers``: ``Retry-After`` and OpenAI's ``x-ratelimit-*`` headers; ``limit``: the
+    limit's name (``synth_chars_per_hour``, ``requests_per_minute``, ``concurrent_misses``)."""
+
+    http_status = 429
+    code = "rate_limit_exceeded"
+
+    def __init__(self, message: str, *, limit: str, headers: dict[str, str]) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.headers = headers
 
 
 class StoreUnavailableError(TTSError):

@@ -375,10 +375,11 @@ def test_audio_path_traversal_refused(read_only_server: LiveServer, path: str) -
 # -- OpenAI-compatible -----------------------------------------------------------------
 
 
-def test_openai_client_speech(server: LiveServer, engine: ToneEngine) -> None:
+def test_openai_client_speech(server: LiveServer, engine: ToneEngine, service: TTSService) -> None:
     import openai
 
-    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused")
+    _, key = service.tenants.create("openai-client", {})  # an unknown key would be 401 (lib.api.tenants)
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key=key)
     reply = client.audio.speech.create(
         model="tts-1", voice="tone-high", input="hello from openai", response_format="wav"
     )

@@ -176,9 +176,12 @@ def test_only_the_admin_submits_and_cancels(make_service: Any) -> None:
     with in_process(create_app(service)) as client:
         assert client.post("/api/batch", json=body).status_code == 401
         wrong = client.post("/api/batch", json=body, headers={"Authorization": "Bearer nope"})
-        assert wrong.status_code == 403 and "wrong" in wrong.json()["error"]
-        assert client.get("/api/batch/guarded").status_code == 404  # nothing was made of it
+        assert wrong.status_code == 401 and "not known" in wrong.json()["error"]  # neither the admin nor a tenant
         admin = {"Authorization": "Bearer s3cret"}
+        key = client.post("/api/keys", json={"name": "acme"}, headers=admin).json()["key"]
+        tenant = client.post("/api/batch", json=body, headers={"Authorization": f"Bearer {key}"})
+        assert tenant.status_code == 403 and "batch job" in tenant.json()["error"]
+        assert client.get("/api/batch/guarded").status_code == 404  # nothing was made of it
         assert client.post("/api/batch", json=body, headers=admin).status_code == 202
         assert _finished(client, "guarded")["done"] == 1  # anyone reads the status
         assert client.delete("/api/batch/guarded").status_code == 401
@@ -258,7 +261,7 @@ def test_preload_cache_submits_a_list_to_a_server_and_follows_it(
         assert service.engine.calls == calls + 2
         with httpx.Client(base_url=url) as client:
             assert len(client.get("/api/batch").json()["jobs"]) == 1
-        with pytest.raises(RemoteRefusal, match=r"refused the job \(HTTP 403\)"):
+        with pytest.raises(RemoteRefusal, match=r"refused the job \(HTTP 401\)"):
             run_remote(url, "wrong", requests)
 
 

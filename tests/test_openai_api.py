@@ -42,8 +42,10 @@ def service(make_service: Any) -> TTSService:
 
 
 @pytest.fixture
-def client(http: httpx.Client) -> openai.OpenAI:
-    return openai.OpenAI(base_url="http://127.0.0.1/v1", api_key="not-the-admin", http_client=http)
+def client(http: httpx.Client, service: TTSService) -> openai.OpenAI:
+    # An unknown key is 401 (lib.api.tenants): an OpenAI client that is not the admin sends a tenant's key.
+    _, key = service.tenants.create("openai-client", {})
+    return openai.OpenAI(base_url="http://127.0.0.1/v1", api_key=key, http_client=http)
 
 
 @pytest.fixture

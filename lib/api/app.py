@@ -28,6 +28,7 @@ from .http import UploadLimit
 from .readings import readings_router
 from .speech import speech_router
 from .takes import takes_router
+from .tenants import TenantGate, tenants_router
 from .v1 import v1_routers
 
 __all__ = ["create_app"]
@@ -78,7 +79,7 @@ def create_app(service: TTSService, *, fast_path: bool = True, preload: Backgrou
     routers = [
         speech_router(service), *v1_routers(service), convert_router(service), admin_router(service),
         readings_router(service), takes_router(service), preload_router(preload or BackgroundPreload.none()),
-        batch_router(service),
+        tenants_router(service), batch_router(service),
     ]  # fmt: skip
     for router in routers:
         app.include_router(router)
@@ -87,6 +88,7 @@ def create_app(service: TTSService, *, fast_path: bool = True, preload: Backgrou
     if fast_path:
         app.state.fast_path = FastPathCounts()
         app.add_middleware(HitFastPath, service=service, routes=all_routes, counts=app.state.fast_path)
+    app.add_middleware(TenantGate, service=service)  # in front of the fast path: every hit is counted too
     app.add_middleware(BodyTimeout, seconds=service.config.server.body_timeout)
     app.add_middleware(UploadLimit, limit=service.config.prompt.max_upload_bytes + _FORM_OVERHEAD)
     app.add_middleware(MethodGuard, routes=all_routes)

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lib.core.logtext import cut_text
-from lib.errors import NotFoundError, TTSError, log_safe
+from lib.errors import NotFoundError, RateLimitedError, TTSError, log_safe
 
 __all__ = [
     "ERROR_RESPONSES",
@@ -47,6 +47,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     413: {"description": "Upload larger than prompt.max_upload_bytes", "content": _ERROR_SCHEMA},
     415: {"description": "Prompt audio is not decodable audio", "content": _ERROR_SCHEMA},
     422: {"description": "Prompt audio too short, too long or silent", "content": _ERROR_SCHEMA},
+    429: {"description": "Over a limit of the caller (its key's, or its address's)", "content": _ERROR_SCHEMA},
     503: {"description": "The engine (or the voice library) is not available", "content": _ERROR_SCHEMA},
 }
 
@@ -61,6 +62,7 @@ _OPENAI_TYPES = {
     413: "invalid_request_error",
     415: "invalid_request_error",
     422: "invalid_request_error",
+    429: "requests",  # OpenAI's type of a rate limit (its code: rate_limit_exceeded)
     503: "server_error",
 }
 
@@ -115,6 +117,8 @@ def failure_response(request: Request, exc: Exception) -> JSONResponse:
     if status >= 500 and status != 503:
         _LOGGER.error("%s %s failed: %s", request.method, request.url.path, cut_text(str(exc), 200))
     param = str(exc).split(":", 1)[0] if ":" in str(exc)[:24] else None
+    if isinstance(exc, RateLimitedError):
+        return error_response(request, status, str(exc), headers=exc.headers, code=exc.code)
     return error_response(request, status, str(exc), param=param)
 
 

@@ -21,6 +21,7 @@ from lib.config.load import assign, build, env_values, parse_size, require
 from lib.config.provenance import ProvenanceConfig
 from lib.config.readings import ReadingsConfig
 from lib.config.server import ServerConfig
+from lib.config.tenants import TenantsConfig
 from lib.config.voicemap import OpenAIConfig
 from lib.config.watchdog import WatchdogConfig
 from lib.errors import ConfigError
@@ -41,6 +42,7 @@ __all__ = [
     "SegmentsConfig",
     "ServerConfig",
     "TemplatesConfig",
+    "TenantsConfig",
     "TextConfig",
     "VoicesConfig",
     "WatchdogConfig",
@@ -63,6 +65,10 @@ _SIZE_FIELDS = frozenset(
         "max_header_bytes",
     }
 )
+
+#: Keys whose ``TTS_*`` variable is taken as plain text, not read as YAML (secrets: any
+#: characters; ``cache.old_secrets`` comma-separated).
+_RAW_ENV = frozenset({"cache.secret", "cache.old_secrets"})
 
 #: Longest TTL accepted anywhere (10 years): beyond it "forever" is meant; leave ttl out.
 MAX_TTL = 10 * 365 * 86400.0
@@ -122,8 +128,33 @@ class CacheConfig:
     presigned URL of the audio in the store, so a CDN or the client fetches it there."""
     stats_phrases: int = 1000
     """Most phrases the statistics keep with their text (the least requested go first)."""
+    secret: str | None = field(default=None, repr=False, metadata={"secret": True})
+    """A secret shared by the replicas (at least 16 bytes; ``TTS_CACHE_SECRET``): every value
+    written to Redis or the object store that decides what is served (results, approved
+    takes, saved voices, voice profiles, playable copies) carries an HMAC-SHA256 tag over its
+    key and bytes, and one without a valid tag is never served (a miss, made again). Null:
+    no tags (docs/security-notes.md). Never logged or shown."""
+    old_secrets: tuple[str, ...] = field(default=(), repr=False, metadata={"secret": True})
+    """Earlier secrets still accepted on reading, while entries tagged with them remain
+    (``TTS_CACHE_OLD_SECRETS``: comma-separated); new entries are tagged with ``secret``."""
 
     def __post_init__(self) -> None:
+        short = [s for s in self.old_secrets if len(s.encode("utf-8")) < 16]
+        require(
+            (
+                self.secret is None or len(self.secret.encode("utf-8")) >= 16,
+                f"cache.secret: must be at least 16 bytes, got {len((self.secret or '').encode('utf-8'))} (its value "
+                "is not shown); make one with: python -c 'import secrets; print(secrets.token_hex(32))'",
+            ),
+            (
+                not short,
+                "cache.old_secrets: each must be at least 16 bytes (their values are not shown); drop the short one",
+            ),
+            (
+                self.secret is not None or not self.old_secrets,
+                "cache.old_secrets: set cache.secret too (old secrets are only accepted beside a current one)",
+            ),
+        )
         require(
             (self.size_limit >= 1024 * 1024, f"cache.size_limit: must be at least 1MiB, got {self.size_limit}"),
             (
@@ -394,6 +425,7 @@ class AppConfig:
     openai: OpenAIConfig = field(default_factory=OpenAIConfig)
     watchdog: WatchdogConfig = field(default_factory=WatchdogConfig)
     readings: ReadingsConfig = field(default_factory=ReadingsConfig)
+    tenants: TenantsConfig = field(default_factory=TenantsConfig)
 
     def __post_init__(self) -> None:
         # Every section checks its own keys as it is built; this is the one top-level key.
@@ -447,6 +479,9 @@ def load_config(
             raise ConfigError(f"config file {file} must hold a mapping of keys, not {type(loaded).__name__}")
         data = loaded or {}
     for dotted, raw in env_values(AppConfig, os.environ if env is None else env, ENV_PREFIX).items():
+        if dotted in _RAW_ENV:  # taken as written: YAML would read "0x1f..." as a number, "a: b" as a mapping
+            assign(data, dotted, raw if raw.strip() else None)
+            continue
         assign(data, dotted, yaml.safe_load(raw) if raw.strip() else None)
     config: AppConfig = build(AppConfig, data, "", _SIZE_FIELDS)
     return config.replace(overrides or {})

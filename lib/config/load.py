@@ -96,6 +96,11 @@ def build(cls: type[Any], data: Any, prefix: str, size_fields: frozenset[str]) -
         hint = hints[f.name]
         if dataclasses.is_dataclass(hint):
             kwargs[f.name] = build(hint, data[f.name], key + ".", size_fields)  # type: ignore[arg-type]
+        elif f.metadata.get("secret"):
+            try:
+                kwargs[f.name] = _coerce(hint, data[f.name], key, size_fields)
+            except ConfigError:  # the message would show the value
+                raise ConfigError(f"{key}: expected text (the value given is not shown)") from None
         else:
             kwargs[f.name] = _coerce(hint, data[f.name], key, size_fields)
     return cls(**kwargs)
@@ -132,6 +137,12 @@ def _coerce(hint: Any, value: Any, key: str, size_fields: frozenset[str]) -> Any
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
             raise ConfigError(f"{key}: expected text, got {value!r}")
         return str(value)
+    if get_origin(hint) is tuple and get_args(hint) == (str, ...):
+        # A list of texts: a YAML list, or one text of comma-separated items (from the environment).
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list of texts, got {value!r}")
+        return tuple(t for t in (_coerce(str, v, key, size_fields).strip() for v in items) if t)
     if get_origin(hint) in (dict, collections.abc.Mapping) and get_args(hint) == (str, str):
         # A table of names to names (e.g. openai.voices): each key and value is text.
         if not isinstance(value, dict):

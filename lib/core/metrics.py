@@ -78,6 +78,14 @@ class Metrics:
         self.shared_errors = Counter("tts_shared_errors", "Shared (Redis) tier failures", registry=r)
         self.objects_errors = Counter("tts_objects_errors", "Object-store tier failures", registry=r)
         self.tier_hits = Counter("tts_cache_tier_hits", "Hits by the tier that served them", ["tier"], registry=r)
+        self.entries_rejected = Counter(
+            "tts_shared_entries_rejected",
+            "Values read from a shared tier (shared: Redis, objects: the object store) refused for want of a valid "
+            "tag under cache.secret: not served, made again",
+            ["tier"], registry=r,
+        )  # fmt: skip
+        for tier in ("shared", "objects"):
+            self.entries_rejected.labels(tier)
         self.segments = Counter(
             "tts_segments", "Sentence segments and template pieces, reused from the cache or synthesised",
             ["result"], registry=r,

@@ -29,6 +29,7 @@ __all__ = ["ObjectTier", "configured_objects", "parse_objects_url"]
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from lib.cache.signing import Signer
     from lib.config import CacheConfig
     from lib.config.objects import parse_objects_url
     from lib.objects.tier import ObjectTier
@@ -36,13 +37,16 @@ if TYPE_CHECKING:
 _WHERE = {"ObjectTier": "lib.objects.tier", "parse_objects_url": "lib.config.objects"}
 
 
-def configured_objects(cache: CacheConfig, on_error: Callable[[], None]) -> ObjectTier | None:
-    """The tier ``cache.objects_url`` asks for, or None (and no client imported)."""
+def configured_objects(
+    cache: CacheConfig, on_error: Callable[[], None], signer: Signer | None = None
+) -> ObjectTier | None:
+    """The tier ``cache.objects_url`` asks for, or None (and no client imported);
+    ``signer`` tags and checks its entries (``cache.secret``)."""
     if not cache.objects_url:
         return None
     from lib.objects.tier import ObjectTier
 
-    return ObjectTier(cache.objects_url, on_error=on_error, redirect=cache.objects_redirect)
+    return ObjectTier(cache.objects_url, on_error=on_error, redirect=cache.objects_redirect, signer=signer)
 
 
 def __getattr__(name: str) -> Any:

@@ -28,6 +28,7 @@ from typing_extensions import TypedDict
 from lib.cache.breaker import Breaker
 from lib.cache.entry import CachedAudio, CorruptEntryError, read_header
 from lib.cache.leases import Leases
+from lib.cache.signing import Signer
 from lib.config import MAX_TTL
 from lib.config.objects import parse_objects_url
 from lib.objects.client import ObjectClient, trips
@@ -44,7 +45,7 @@ _LOGGER = logging.getLogger(__name__)
 _BATCH = 1000  # objects deleted per request
 _SWEEP_LEASE = 300.0
 
-_Outcome = Literal["hits", "misses", "expired", "puts", "corrupt", "evicted", "swept"]
+_Outcome = Literal["hits", "misses", "expired", "puts", "corrupt", "rejected", "evicted", "swept"]
 
 
 class ObjectCounts(TypedDict):
@@ -57,6 +58,9 @@ class ObjectCounts(TypedDict):
     puts: int
     corrupt: int
     """Entries that failed verification (deleted, made again)."""
+    rejected: int
+    """Entries and playable copies refused for want of a valid tag under ``cache.secret``
+    (made again, written over)."""
     evicted: int
     swept: int
     """Expired entries the sweep deleted."""
@@ -105,8 +109,11 @@ class ObjectTier:
         probe_every: float = 1.0,
         sweep_every: float = 3600.0,
         redirect: bool = False,
+        signer: Signer | None = None,
     ) -> None:
         self.location = parse_objects_url(url)
+        self.signer = signer or Signer()
+        """Tags what is written here and checks what is read (``cache.secret``; off without one)."""
         self.url = str(self.location)
         """The URL as shown in logs and on the dashboard (it holds no credential)."""
         self.client = ObjectClient(self.location, creds or Credentials.from_env(), timeout=timeout)
@@ -116,12 +123,12 @@ class ObjectTier:
             fallback="serving from the other tiers and the engine, with local single-flight",
         )  # fmt: skip
         self.redirect = redirect
-        self.playable = Playable(self.client, self.layout, self.breaker)
+        self.playable = Playable(self.client, self.layout, self.breaker, self.signer, lambda: self._count("rejected"))
         self.feed: ObjectFeed | None = None
         """Evictions for the other replicas, when this tier carries them (no Redis)."""
         self._lock = threading.Lock()
         self._counts: ObjectCounts = {
-            "hits": 0, "misses": 0, "expired": 0, "puts": 0, "corrupt": 0, "evicted": 0, "swept": 0,
+            "hits": 0, "misses": 0, "expired": 0, "puts": 0, "corrupt": 0, "rejected": 0, "evicted": 0, "swept": 0,
         }  # fmt: skip
         self._sweep_every = sweep_every
         self._probe_every = probe_every
@@ -170,7 +177,9 @@ class ObjectTier:
     # -- audio entries (lib.cache.tiers.SharedStore) ---------------------------------------
 
     def get(self, key: str) -> bytes | None:
-        """The packed entry for ``key`` (unverified), or None (also when expired)."""
+        """The packed entry for ``key`` (its tag checked, its content not), or None (also
+        when expired, and when it has no valid tag under ``cache.secret``: a miss, made
+        again and written over)."""
         got = self.breaker.call("get", lambda: self.client.get(self.layout.entry(key)), None)
         if got is None:
             self._count("misses")
@@ -179,8 +188,13 @@ class ObjectTier:
         if expires is not None and expires <= time.time():
             self._count("expired")  # never served; the sweep deletes it
             return None
+        blob = self.signer.check("objects", "entry", key, got.body)
+        if blob is None:
+            self._count("rejected")
+            self._count("misses")
+            return None
         self._count("hits")
-        return got.body
+        return blob
 
     def put(self, key: str, blob: bytes, ttl: float | None = None) -> bool:
         """Store a packed entry with its index objects; ``ttl`` in seconds (None: kept
@@ -196,11 +210,12 @@ class ObjectTier:
             expires = None if ttl is None or ttl > MAX_TTL else time.time() + ttl
         card = Card.of(key, head, expires)
         metadata = {"expires": repr(float(expires))} if expires is not None else None
+        signed = self.signer.sign("entry", key, blob)
 
         def write() -> bool:
             for name in self.layout.index(card):  # the index first: no entry is ever unlisted
                 self.client.put(name, b"")
-            return self.client.put(self.layout.entry(key), blob, metadata=metadata) is not None
+            return self.client.put(self.layout.entry(key), signed, metadata=metadata) is not None
 
         done = self.breaker.call("put", write, False)
         if done:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from lib.cache.stats import Phrase, Stats
 from lib.config import AppConfig
@@ -29,7 +30,13 @@ _LOGGER = logging.getLogger("lib.pipeline.service")  # the request log keeps its
 
 
 class Recorder:
-    def __init__(self, stats: Stats, metrics: Metrics, config: AppConfig) -> None:
+    def __init__(
+        self, stats: Stats, metrics: Metrics, config: AppConfig,
+        usage: Callable[[str, float, float], None] = lambda cache, audio, engine: None,
+    ) -> None:  # fmt: skip
+        """``usage(cache, audio_seconds, engine_seconds)``: the caller's account of each
+        answered request (lib.tenants)."""
+        self.usage = usage
         self.stats = stats
         self.metrics = metrics
         self.config = config
@@ -45,6 +52,7 @@ class Recorder:
         )  # fmt: skip
         if saved:
             self.metrics.engine_seconds_saved.inc(saved)
+        self.usage(result.cache, float(result.duration), float(result.audio.meta.get("engine_seconds", 0.0)))
         self.metrics.count_request(label, seconds)
         _LOGGER.info("%s key=%s %.1f ms text=%r", result.cache, result.key, seconds * 1e3, cut_text(r.fields.text))
 

@@ -58,6 +58,7 @@ from lib.pipeline.streaming import StreamAnswer
 from lib.pipeline.wiring import FROM_ENV, wire
 from lib.request.access import AccessPolicy
 from lib.request.types import ConvertRequest, Resolved, TTSRequest
+from lib.tenants import acting, current_account
 
 __all__ = ["MemoryLookup", "TTSService", "get_default_service", "synthesise_with_cache"]
 
@@ -100,6 +101,8 @@ class TTSService:
         self.singleflight = parts.singleflight
         self.readings = parts.readings
         self.takes = parts.takes
+        self.tenants = parts.tenants
+        """API keys, each caller's limits and usage (lib.tenants)."""
         self._answering = parts.takes.answering
         """The approval whose take answers a request, or None: one dict lookup (the hit path's)."""
         self._parts = parts
@@ -125,7 +128,10 @@ class TTSService:
         started = time.perf_counter()
         r = self._resolve(request, resolve, started)
         try:
-            result = self._quick(r, request, started) or self._make(r, started)
+            result = self._quick(r, request, started)
+            if result is None:
+                with self.tenants.admit_miss(_price(r)):  # the caller's limits, before any engine work
+                    result = self._make(r, started)
         except TTSError as exc:
             self._recorder.failed(request, r, exc, started)
             raise
@@ -178,13 +184,32 @@ class TTSService:
             self._recorder.first_audio(quick.cache, started)
             return StreamAnswer.whole(quick)
         cache = "MISS" if r.use_cache else "BYPASS"
-        return self._parts.streams.launch(
-            r.key, cache, self.engine.sample_rate,
-            make=lambda on_chunk: self._make(r, started, on_chunk),
-            first=lambda: self._recorder.first_audio(cache, started),
-            done=lambda result: self._recorder.record(request, r, result, started),
-            failed=lambda exc: self._recorder.failed(request, r, exc, started),
-        )  # fmt: skip
+        try:
+            ticket = self.tenants.admit_miss(_price(r))
+        except TTSError as exc:
+            self._recorder.failed(request, r, exc, started)
+            raise
+        account = current_account()  # the stream is made by a thread of its own: named to it
+
+        def done(result: SynthesisResult) -> None:
+            ticket.close()
+            with acting(account):
+                self._recorder.record(request, r, result, started)
+
+        def failed(exc: BaseException) -> None:
+            ticket.close()
+            self._recorder.failed(request, r, exc, started)
+
+        try:
+            return self._parts.streams.launch(
+                r.key, cache, self.engine.sample_rate,
+                make=lambda on_chunk: self._make(r, started, on_chunk),
+                first=lambda: self._recorder.first_audio(cache, started),
+                done=done, failed=failed,
+            )  # fmt: skip
+        except BaseException:
+            ticket.close()
+            raise
 
     def _resolve(self, request: AnyRequest, resolve: Callable[[Any], Resolved], started: float) -> Resolved:
         if isinstance(request, Resolved):  # resolved by the caller (the web UI's form check): not again
@@ -293,6 +318,7 @@ class TTSService:
             p.prewarm.join(timeout=30)
         p.readings.close()
         p.takes.close()
+        p.tenants.flush()
         p.writer.close()
         if p.singleflight.renewer is not None:
             p.singleflight.renewer.stop()
@@ -304,6 +330,17 @@ class TTSService:
             p.objects.close()
         p.files.close()
         p.watchdog.close_engine()
+
+
+#: A conversion sends audio, not text: priced as the characters of speech that long.
+_CHARS_PER_SOURCE_SECOND = 10
+
+
+def _price(r: Resolved) -> int:
+    """Characters a miss of ``r`` sends to the engine (its limits count them)."""
+    if r.source is not None:
+        return max(1, round(r.source.seconds * _CHARS_PER_SOURCE_SECOND))
+    return len(r.fields.text)
 
 
 _default: TTSService | None = None

@@ -21,6 +21,7 @@ from lib.audio.pcm import PromptDecoder, PromptLimits
 from lib.cache.keys import model_tag
 from lib.cache.leases import Leases, Renewer
 from lib.cache.production import Production
+from lib.cache.signing import Signer
 from lib.cache.stats import Stats
 from lib.cache.stores import LocalStores
 from lib.cache.tiers import Tiers
@@ -46,6 +47,7 @@ from lib.readings import Readings, load_lexicon
 from lib.request.access import AccessPolicy
 from lib.takes.book import ApprovalBook
 from lib.takes.operations import Takes
+from lib.tenants import Tenants
 from lib.voices import Voices
 from lib.voices.library import VoiceLibrary
 from lib.voices.profiles import VoiceProfiles
@@ -92,6 +94,7 @@ class Parts:
     prewarm: threading.Thread | None
     readings: Readings
     takes: Takes
+    tenants: Tenants
 
 
 def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = FROM_ENV) -> Parts:
@@ -114,12 +117,16 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
         config.cache, lambda op, exc: metrics.cache_errors.labels(op).inc(), profile_bytes=config.voices.profile_bytes
     )
     stats = Stats(disks.meta, max_phrases=config.cache.stats_phrases)
+    # cache.secret: every value the shared tiers hold is tagged, and one without a valid tag is refused.
+    signer = Signer.from_config(config.cache, on_reject=lambda tier: metrics.entries_rejected.labels(tier).inc())
     shared: SharedTier | None = None
     if config.cache.shared_url:
         from lib.shared.tier import SharedTier  # imports redis only when a shared tier is configured
 
-        shared = SharedTier(config.cache.shared_url, on_error=metrics.shared_errors.inc, counters=stats.counters)
-    objects = configured_objects(config.cache, metrics.objects_errors.inc)  # None unless cache.objects_url is set
+        shared = SharedTier(
+            config.cache.shared_url, on_error=metrics.shared_errors.inc, counters=stats.counters, signer=signer
+        )
+    objects = configured_objects(config.cache, metrics.objects_errors.inc, signer)  # None unless objects_url is set
     writer = Writer()
     tiers = Tiers(config.cache, disks.audio, shared, writer, objects, config.provenance)
     library = VoiceLibrary(disks.voices, max_saved=config.voices.max_saved, shared=shared)
@@ -141,7 +148,8 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
     cost_aware = config.cache.eviction_policy == "cost-aware"
     pin_budget = int(config.cache.size_limit * config.cache.pin_fraction) if cost_aware else None
     book = ApprovalBook(cache_dir / "takes", disks.audio, shared, pin_budget=pin_budget)
-    takes = Takes(book, tiers, engine)
+    tenants = Tenants(config.tenants, cache_dir / "tenants", shared, registry=metrics.registry)
+    takes = Takes(book, tiers, engine, admit=lambda chars: tenants.prepaid(chars, "these takes"))
     admin = Admin(
         tiers, profiles, decoder, disks.verify_side, approvals=book,
         plausible=lambda entry: implausible(entry.pcm, entry.sample_rate, entry.meta, readings.read),
@@ -164,7 +172,7 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
         else disks.locks
     )  # fmt: skip
     renewer = Renewer(leases, config.cache.lock_lease) if leases is not None else None
-    recorder = Recorder(stats, metrics, config)
+    recorder = Recorder(stats, metrics, config, usage=tenants.record)
     production = Production(
         tiers, leases, renewer, config.cache, on_lock_error=lambda exc: metrics.cache_errors.labels("lock").inc()
     )
@@ -181,7 +189,7 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
         files=files, dashboard=dashboard, singleflight=production, recorder=recorder,
         composer=composer,
         templates=templates, refiner=refiner, streams=StreamJobs(), prewarm=prewarm, readings=readings,
-        takes=takes,
+        takes=takes, tenants=tenants,
     )  # fmt: skip
 
 

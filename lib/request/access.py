@@ -12,6 +12,8 @@ The rule:
   (clear, evict, sweep, verify), approving or withdrawing a phrase's approved take
   (it changes what every unseeded request of the phrase is answered) and submitting
   or cancelling a batch job (it spends the engine on a whole list) need the admin;
+- making, listing and revoking API keys (``/api/keys``) and every tenant's usage need
+  the admin (a tenant reads its own usage with its key);
 - statistics that contain user texts, and the transcripts of saved voices, are
   admin-only; everyone else sees counts, sizes and hit rates, and voice names.
 
@@ -48,6 +50,7 @@ class Action(enum.Enum):
     READ_TEXTS = "read users' texts (in the statistics, the voices' transcripts)"
     LEXICON = "change the pronunciation lexicon"
     APPROVE = "approve or withdraw the approved take of a phrase"
+    KEYS = "make, list or revoke API keys, and read every tenant's usage"
     BATCH = "submit or cancel a batch job (POST /api/batch)"
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import redis
 
+from lib.cache.signing import Signer
 from lib.shared.breaker import Breaker
 from lib.shared.codec import as_bytes, as_text, read_versioned
 
@@ -31,6 +32,10 @@ class TakeKeys:
     client: redis.Redis
     breaker: Breaker
     namespace: str
+    signer: Signer
+
+    def _check(self, kind: str, name: str, value: bytes) -> bytes | None:
+        raise NotImplementedError  # the tier checks the tag, counts and logs a refusal
 
     @property
     def _takes(self) -> tuple[str, str, str]:
@@ -52,16 +57,24 @@ class TakeKeys:
         if found is None:
             return None
         revision, records = found
-        return revision, {as_text(phrase): as_text(record) for phrase, record in records.items()}
+        state: dict[str, str] = {}
+        for field, record in records.items():
+            phrase = as_text(field)
+            opened = self._check("take", phrase, as_bytes(record))  # a record without its tag is not adopted
+            if opened is not None:
+                state[phrase] = as_text(opened)
+        return revision, state
 
     def takes_put(self, phrase: str, record: str, key: str, blob: bytes, old_key: str | None = None) -> int | None:
         """Make ``record`` (whose take is ``key``, packed as ``blob``) the phrase's
         approval, dropping ``old_key``'s audio; the new revision."""
         table, audio, rev = self._takes
+        signed = self.signer.sign("take", phrase, record.encode("utf-8"))
+        blob = self.signer.sign("take-audio", key, blob)
 
         def put() -> Any:
             pipe = self.client.pipeline(transaction=True)
-            pipe.hset(table, phrase, record)
+            pipe.hset(table, phrase, signed)
             if old_key is not None and old_key != key:
                 pipe.hdel(audio, old_key)
             pipe.hset(audio, key, blob)
@@ -89,4 +102,4 @@ class TakeKeys:
     def takes_audio(self, key: str) -> bytes | None:
         """The packed entry of an approved take, or None."""
         value = self.breaker.call("takes_audio", lambda: self.client.hget(self._takes[1], key), None)
-        return None if value is None else as_bytes(value)
+        return None if value is None else self._check("take-audio", key, as_bytes(value))

@@ -44,6 +44,7 @@ from redis.retry import Retry
 from typing_extensions import TypedDict
 
 from lib.cache.leases import Leases
+from lib.cache.signing import Signer
 from lib.config import MAX_TTL
 from lib.errors import ConfigError
 from lib.shared.breaker import Breaker
@@ -53,6 +54,7 @@ from lib.shared.evictions import Apply, EvictionFeed, evict_tag
 from lib.shared.leases import RedisLeases, SharedLeases
 from lib.shared.lexicon import LexiconKeys
 from lib.shared.takes import TakeKeys
+from lib.shared.tenants import TenantKeys
 from lib.shared.voices import VoiceKeys
 
 __all__ = ["ClusterState", "SharedCounts", "SharedStatus", "SharedTier"]
@@ -62,8 +64,8 @@ _LOGGER = logging.getLogger(__name__)
 _SCAN_BATCH = 500
 _STAT_FIELDS = ("hits", "misses", "bypasses", "errors", "engine_calls")
 
-_Outcome = Literal["hits", "misses", "puts", "corrupt"]
-_OUTCOMES: tuple[_Outcome, ...] = ("hits", "misses", "puts", "corrupt")
+_Outcome = Literal["hits", "misses", "puts", "corrupt", "rejected"]
+_OUTCOMES: tuple[_Outcome, ...] = ("hits", "misses", "puts", "corrupt", "rejected")
 
 
 class SharedCounts(TypedDict):
@@ -74,6 +76,8 @@ class SharedCounts(TypedDict):
     puts: int
     corrupt: int
     """Entries that failed verification (deleted, made again)."""
+    rejected: int
+    """Entries refused for want of a valid tag under ``cache.secret`` (made again, written over)."""
 
 
 class ClusterState(TypedDict):
@@ -133,7 +137,7 @@ def redact(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
-class SharedTier(VoiceKeys, LexiconKeys, TakeKeys):
+class SharedTier(VoiceKeys, LexiconKeys, TakeKeys, TenantKeys):
     """Results, voices (:class:`VoiceKeys`), the lexicon (:class:`LexiconKeys`), leases and
     per-replica statistics in Redis.
 
@@ -152,8 +156,11 @@ class SharedTier(VoiceKeys, LexiconKeys, TakeKeys):
         replica: str | None = None,
         timeout: float = 0.5,
         publish_every: float = 2.0,
+        signer: Signer | None = None,
     ) -> None:
         self.url = redact(url)
+        self.signer = signer or Signer()
+        """Tags what is written here and checks what is read (``cache.secret``; off without one)."""
         self.namespace = namespace
         self.replica = replica or f"{socket.gethostname()}:{os.getpid()}"
         self._counters = counters
@@ -173,7 +180,7 @@ class SharedTier(VoiceKeys, LexiconKeys, TakeKeys):
         self._remote_leases = RedisLeases(self.client, namespace + "lock:")
         self._local_leases: Leases | None = None
         self._lock = threading.Lock()
-        self._counts: SharedCounts = {"hits": 0, "misses": 0, "puts": 0, "corrupt": 0}
+        self._counts: SharedCounts = {"hits": 0, "misses": 0, "puts": 0, "corrupt": 0, "rejected": 0}
         self._last_cluster: ClusterState | None = None
         self._stop = threading.Event()
         self._closed = False
@@ -201,11 +208,15 @@ class SharedTier(VoiceKeys, LexiconKeys, TakeKeys):
     # -- audio entries ----------------------------------------------------------------------
 
     def get(self, key: str) -> bytes | None:
-        """The packed entry for ``key`` (unverified: the caller unpacks and, if it is
-        damaged, calls :meth:`corrupt`), or None."""
+        """The packed entry for ``key`` (its tag checked, its content not: the caller unpacks
+        and, if it is damaged, calls :meth:`corrupt`), or None. An entry without a valid tag
+        under ``cache.secret`` is None: a miss, made again and written over."""
         value = self.breaker.call("get", lambda: self.client.get(self._audio(key)), None)
-        self._count("hits" if value is not None else "misses")
-        return None if value is None else _raw(value)
+        blob = None if value is None else self.signer.check("shared", "entry", key, _raw(value))
+        if value is not None and blob is None:
+            self._count("rejected")
+        self._count("hits" if blob is not None else "misses")
+        return blob
 
     def put(self, key: str, blob: bytes, ttl: float | None = None) -> bool:
         """Store a packed entry; ``ttl`` in seconds (None: kept until Redis evicts it)."""
@@ -214,6 +225,7 @@ class SharedTier(VoiceKeys, LexiconKeys, TakeKeys):
         # Beyond the longest TTL accepted (inf included) an entry simply never expires:
         # int(inf * 1000) would raise OverflowError and the entry would never be shared.
         px = None if ttl is None or ttl > MAX_TTL else max(1, int(ttl * 1000))
+        blob = self.signer.sign("entry", key, blob)
         done = self.breaker.call("put", lambda: bool(self.client.set(self._audio(key), blob, px=px)), False)
         if done:
             self._count("puts")
@@ -353,6 +365,14 @@ class SharedTier(VoiceKeys, LexiconKeys, TakeKeys):
     def _count(self, name: _Outcome) -> None:
         with self._lock:
             self._counts[name] += 1
+
+    def _check(self, kind: str, name: str, value: bytes) -> bytes | None:
+        """``value`` (of ``kind``, stored under ``name``) without its tag once checked, or
+        None (refused: counted and logged by the signer)."""
+        opened = self.signer.check("shared", kind, name, value)
+        if opened is None:
+            self._count("rejected")
+        return opened
 
     def _corrupt(self, what: str, name: str, exc: BaseException) -> None:
         _LOGGER.warning("shared %s %s is corrupt (%s); deleted, it will be regenerated", what, name, exc)

@@ -15,6 +15,7 @@ from typing import Any
 
 import redis
 
+from lib.cache.signing import Signer
 from lib.core.reports import VoiceRecord
 from lib.shared.breaker import Breaker
 from lib.shared.codec import (
@@ -38,6 +39,10 @@ class VoiceKeys:
     client: redis.Redis
     breaker: Breaker
     namespace: str
+    signer: Signer
+
+    def _check(self, kind: str, name: str, value: bytes) -> bytes | None:
+        raise NotImplementedError  # the tier checks the tag, counts and logs a refusal
 
     def _corrupt(self, what: str, name: str, exc: BaseException) -> None:
         raise NotImplementedError  # the tier deletes and counts
@@ -48,16 +53,17 @@ class VoiceKeys:
     def get_profile(self, key: str) -> bytes | None:
         name = self.namespace + "p:" + key
         value = self.breaker.call("get_profile", lambda: self.client.get(name), None)
-        if value is None:
+        opened = None if value is None else self._check("profile", key, as_bytes(value))
+        if opened is None:
             return None
         try:
-            return unseal(PROFILE_MAGIC, as_bytes(value))
+            return unseal(PROFILE_MAGIC, opened)
         except CorruptValueError as exc:
             self._corrupt("voice profile", name, exc)
             return None
 
     def put_profile(self, key: str, blob: bytes) -> bool:
-        name, value = self.namespace + "p:" + key, seal(PROFILE_MAGIC, blob)
+        name, value = self.namespace + "p:" + key, self.signer.sign("profile", key, seal(PROFILE_MAGIC, blob))
         return bool(self.breaker.call("put_profile", lambda: bool(self.client.set(name, value)), False))
 
     def clear_profiles(self) -> int:
@@ -81,10 +87,11 @@ class VoiceKeys:
             return None
         value, deleted = found
         deleted_at = float(deleted) if deleted is not None else None
-        if value is None:
+        opened = None if value is None else self._check("voice", name, as_bytes(value))
+        if opened is None:
             return None, deleted_at
         try:
-            return decode_voice(name, as_bytes(value)), deleted_at
+            return decode_voice(name, opened), deleted_at
         except CorruptValueError as exc:
             self._corrupt("saved voice", key, exc)
             return None, deleted_at
@@ -92,16 +99,17 @@ class VoiceKeys:
     def get_voice(self, name: str) -> VoiceRecord | None:
         key = self.namespace + "v:" + name
         value = self.breaker.call("get_voice", lambda: self.client.get(key), None)
-        if value is None:
+        opened = None if value is None else self._check("voice", name, as_bytes(value))
+        if opened is None:
             return None
         try:
-            return decode_voice(name, as_bytes(value))
+            return decode_voice(name, opened)
         except CorruptValueError as exc:
             self._corrupt("saved voice", key, exc)
             return None
 
     def put_voice(self, name: str, record: VoiceRecord) -> bool:
-        value = encode_voice(name, record)
+        value = self.signer.sign("voice", name, encode_voice(name, record))
 
         def write() -> bool:
             pipe = self.client.pipeline(transaction=True)

@@ -11,10 +11,12 @@ pinned and copied (:mod:`lib.takes.book`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from typing_extensions import TypedDict
@@ -88,7 +90,13 @@ class ApprovalRow(TypedDict):
 class Takes:
     """Takes and approvals over the tiers and the approval book (see the module)."""
 
-    def __init__(self, book: ApprovalBook, tiers: Tiers, engine: Serving) -> None:
+    def __init__(
+        self, book: ApprovalBook, tiers: Tiers, engine: Serving,
+        admit: Callable[[int], AbstractContextManager[Any]] = lambda chars: contextlib.nullcontext(),
+    ) -> None:  # fmt: skip
+        """``admit(chars)``: the caller's limits, asked once for a rendering of takes
+        before any engine call (the tenants' :meth:`~lib.tenants.Tenants.prepaid`)."""
+        self._admit = admit
         self.book = book
         self.tiers = tiers
         self.engine = engine
@@ -160,11 +168,14 @@ class Takes:
         if not request.use_cache or not request.store:
             raise ValidationError("cache, store: takes are cache entries; leave cache and store on to render takes")
         resolved = [resolve(dataclasses.replace(request, seed=seed)) for seed in chosen]
+        # Priced whole before any engine call: the takes not cached yet, each its text.
+        chars = sum(len(r.fields.text) for r in resolved if self.tiers.find(r.key) is None)
         out = []
-        for seed, r in zip(chosen, resolved, strict=True):
-            result = serve(r)
-            self._remember(result.key, r)
-            out.append(Rendered(seed, result.key, round(float(result.duration), 4), str(result.cache)))
+        with self._admit(chars):
+            for seed, r in zip(chosen, resolved, strict=True):
+                result = serve(r)
+                self._remember(result.key, r)
+                out.append(Rendered(seed, result.key, round(float(result.duration), 4), str(result.cache)))
         return out
 
     @staticmethod

@@ -25,7 +25,7 @@ from lib.request.phrases import PhraseFileError, PhraseRules, expand, load_phras
 from lib.ui.base import HandlerBase
 from lib.ui.messages import explain, explain_note, scrub_paths
 from lib.ui.plots import WINDOWS, hit_rate_plot, latency_plot, window_rate
-from lib.ui.views import admin_sentence, stats_markdown, tag_choices, top_table
+from lib.ui.views import admin_sentence, stats_markdown, tag_choices, top_table, usage_markdown
 
 __all__ = ["BATCH_HEADERS", "CacheHandlers", "batch_rows", "failure_lines"]
 
@@ -44,7 +44,8 @@ class CacheHandlers(HandlerBase):
         """The Cache tab over ``window`` seconds; the phrase tables (users' texts) for the
         admin only (the page's admin sign-in)."""
         seconds = int(window if window is not None else WINDOWS[0][1])
-        snap = self.service.dashboard.snapshot(top=50, caller=self.caller(request, token))  # grouped below: fewer rows
+        caller = self.caller(request, token)
+        snap = self.service.dashboard.snapshot(top=50, caller=caller)  # grouped below: fewer rows
         samples = list(self.service.dashboard.stats.samples)
         now = time.time()
         label = next((name for name, s in WINDOWS if s == seconds), f"{seconds} s")
@@ -55,6 +56,8 @@ class CacheHandlers(HandlerBase):
                 "\n\n常用短语仅管理员可见（在页面顶部「管理员登录」中登录）The most requested phrases are shown to "
                 "the admin only (sign in under Admin sign-in at the top of the page)."
             )
+        if allows(caller, Action.KEYS):  # tenants' usage: the admin's (docs/tenants.md)
+            text += "\n\n" + usage_markdown(self.service.tenants.usage())
         return (
             text, latency_plot(samples, seconds, now), hit_rate_plot(samples, seconds, now),
             top_table(snap.get("top_requested", [])), top_table(snap.get("top_missed", []), by="misses"),

@@ -31,6 +31,7 @@ __all__ = [
     "style_notice",
     "tag_choices",
     "top_table",
+    "usage_markdown",
     "versions_markdown",
     "voices_table",
 ]
@@ -304,6 +305,27 @@ def top_table(rows: Sequence[Mapping[str, Any]], by: str = "count") -> pd.DataFr
     ordered = sorted(groups.items(), key=lambda kv: (-kv[1][by], -kv[1]["count"], kv[0]))
     data = [(g["count"], g["misses"], text, voice) for (text, voice), g in ordered]
     return pd.DataFrame(data, columns=_TOP_COLUMNS)
+
+
+def usage_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The tenants' usage (``GET /api/usage``) as a table for the admin."""
+    if not rows:
+        return ""
+    lines = [
+        "**租户用量 Usage by tenant**",
+        "",
+        "| 租户 tenant | 请求 requests | 命中 hits | 未命中 misses | 合成字数 chars "
+        "| 引擎 engine s | 节省 saved s | 音频 audio s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        name = "匿名 anonymous" if r["name"] == "anonymous" else str(r["name"])
+        lines.append(
+            f"| {name} | {r['requests']} | {r['hits']} | {r['misses']} | {r['synth_chars']} | "
+            f"{float(r['engine_seconds']):.1f} | {float(r['engine_seconds_saved']):.1f} | "
+            f"{float(r['audio_seconds']):.1f} |"
+        )
+    return "\n".join(lines)
 
 
 def tag_choices(tags: Sequence[tuple[str, int]], current: str) -> list[tuple[str, str]]:
