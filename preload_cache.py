@@ -4,6 +4,7 @@
     preload_cache.py [--phrases FILE] [--config FILE] [--cache-dir DIR] [--workers N]
                      [--dry-run] [--force] [--shared-url URL] [--objects-url URL] [--engine NAME]
                      [--model-dir DIR]
+    preload_cache.py --server URL [--token TOKEN] [--phrases FILE]
 
 Skips what is cached, shows a progress bar on stderr and ends with one summary line on
 stdout: ``preload: N phrases, G generated, C already cached, F failed in T s`` (each piece
@@ -14,14 +15,25 @@ the approved take: ...``, then a count; the approved audio is kept).
 Exit status: 0 when nothing failed, 1 when some phrases failed, 2 when the phrase file
 or the configuration is invalid. Safe to run while the web UI serves the same cache,
 and safe to kill at any point and run again.
+
+With ``--server URL`` the list is submitted to a running deployment as batch jobs
+(``POST /api/batch``, admin: ``--token`` or the variable ``TTS_ADMIN_TOKEN``) that every
+replica works on; the progress bar follows them and the summary and exit status are the
+same (2 also when the server refuses the job). Run again, the same list follows the
+same jobs.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lib.request.phrases import PhraseRequest
 
 __all__ = ["main"]
 
@@ -39,6 +51,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=1, help="requests in parallel (default: 1)")
     parser.add_argument("--dry-run", action="store_true", help="only count what would be generated")
     parser.add_argument("--force", action="store_true", help="regenerate phrases that are already cached")
+    parser.add_argument(
+        "--server", metavar="URL",
+        help="submit the list to a running deployment (POST /api/batch) instead of making it here, e.g. "
+        "http://tts.internal:7860",
+    )  # fmt: skip
+    parser.add_argument(
+        "--token", help="with --server: the admin token (default: the variable TTS_ADMIN_TOKEN, server.admin_token_env)"
+    )
     parser.add_argument(
         "--verify", action="store_true",
         help="first check every cached entry and remove damaged ones and ones whose audio cannot be their "
@@ -69,6 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TTSError as exc:
         print(f"preload: {exc}", file=sys.stderr)
         return EXIT_INVALID
+    if args.server:
+        if args.force or args.dry_run or args.verify or args.workers != 1:
+            print("preload: --force, --dry-run, --verify and --workers do not go with --server", file=sys.stderr)
+            return EXIT_INVALID
+        token = args.token or os.environ.get(config.server.admin_token_env) or None
+        return _remote(args.server, token, requests, len(templates))
 
     try:
         service = TTSService(config)
@@ -103,6 +129,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         if bar is not None:
             bar.close()
         service.close()
+    print_report(report, out=sys.stdout, err=sys.stderr)
+    return EXIT_FAILED if report.failed else EXIT_OK
+
+
+def _remote(server: str, token: str | None, requests: list[PhraseRequest], templates: int) -> int:
+    """The list as batch jobs of ``server``, followed with the progress bar."""
+    import httpx
+
+    from lib.batch.preload import PreloadReport, print_report, progress_bar
+    from lib.batch.remote import RemoteRefusal, run_remote
+
+    if templates:
+        print(
+            f"preload: --server: the list's {templates} templates are left out (a batch job makes phrases); "
+            "preload them on a machine with the cache",
+            file=sys.stderr,
+        )
+    bar = progress_bar(len(requests))
+
+    def progress(report: PreloadReport) -> None:
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(f"{report.generated} new, {report.cached} cached, {report.failed} failed")
+
+    try:
+        report = run_remote(server.rstrip("/"), token, requests, on_done=progress)
+    except RemoteRefusal as exc:
+        print(f"preload: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except httpx.HTTPError as exc:
+        print(f"preload: cannot reach {server}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("preload: interrupted; the server goes on with the jobs: run it again to follow them", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        if bar is not None:
+            bar.close()
     print_report(report, out=sys.stdout, err=sys.stderr)
     return EXIT_FAILED if report.failed else EXIT_OK
 

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: visible at a glance (a test of another file that kills a process is marked ``slow`` itself).
 SLOW_FILES = frozenset({
     "test_faults_disk.py", "test_faults_engine.py", "test_faults_http.py", "test_faults_leases.py",
-    "test_faults_redis.py", "test_shared_replicas.py", "test_objects_replicas.py",
+    "test_faults_redis.py", "test_shared_replicas.py", "test_batch_replicas.py", "test_objects_replicas.py",
     "test_browser.py", "test_browser_playback.py", "test_run_sh.py", "test_cosyvoice_engine.py",
     "test_cosyvoice_upstream.py", "test_kokoro.py", "test_kokoro_phonemes.py", "test_builtin_clone.py",
     "test_engine_fuzz.py", "test_api_fuzz.py", "test_intelligibility.py",

@@ -11,10 +11,15 @@ over loopback HTTP (threaded, so concurrent requests overlap in the service):
     POST /evict  {"tag"} -> the admin report;  POST /clear {} -> the admin report
     POST /lookup {"key"} -> {"memory", "disk", "shared"}: which tiers hold the entry (no copying)
     GET  /status -> {"engine_calls", "extract_calls", "voices", "local_voices", "shared", "metrics"}
+    POST /batch  {"id"?, "items"} -> a batch job submitted (lib.batch.jobs; with --batch-lease)
+    GET  /batch/<id> -> the job's status and items
     POST /quit   -> closes the service and exits
 
 Prints ``PORT <n>`` on stdout once it listens. Usage:
-    python tests/shared_replica.py --cache-dir DIR --shared-url redis://... [--delay 0.5]
+    python tests/shared_replica.py --cache-dir DIR --shared-url redis://... [--delay 0.5] [--batch-lease 2]
+
+With ``--batch-lease`` the replica's batch worker runs (``batch.lease_seconds``): it takes
+items of every replica's jobs from the Redis Stream.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from lib.batch.jobs import BatchJobs, ItemSpec
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.errors import TTSError
@@ -39,8 +45,11 @@ from lib.request.access import LOCAL
 from lib.request.types import TTSRequest
 
 
-def build_service(cache_dir: str, shared_url: str | None, delay: float) -> TTSService:
-    overrides = {"engine": "tone", "cache.dir": cache_dir, "cache.shared_url": shared_url, "voices.prewarm": False}
+def build_service(cache_dir: str, shared_url: str | None, delay: float, batch_lease: float | None = None) -> TTSService:
+    overrides = {
+        "engine": "tone", "cache.dir": cache_dir, "cache.shared_url": shared_url, "voices.prewarm": False,
+        "batch.lease_seconds": batch_lease,
+    }  # fmt: skip
     config = load_config(env={}, overrides=overrides)
     return TTSService(config, engine=ToneEngine(delay=delay))
 
@@ -66,6 +75,12 @@ class _Handler(BaseHTTPRequestHandler):
         return loaded if isinstance(loaded, dict) else {}
 
     def do_GET(self) -> None:
+        if self.path.startswith("/batch/"):
+            try:
+                self._reply(200, dict(BatchJobs.of(self.service).status(self.path[len("/batch/") :])))
+            except TTSError as exc:
+                self._reply(exc.http_status, {"error": str(exc)})
+            return
         if self.path != "/status":
             self._reply(404, {"error": "not found"})
             return
@@ -119,6 +134,10 @@ class _Handler(BaseHTTPRequestHandler):
                 shared = svc.cache.shared is not None and svc.cache.shared.get(key) is not None
                 tiers = {"memory": svc.cache.memory_entry(key) is not None, "disk": svc.cache.store.contains(key)}
                 self._reply(200, {**tiers, "shared": shared})
+            elif self.path == "/batch":
+                specs = [ItemSpec(item) for item in body["items"]]
+                summary, _ = BatchJobs.of(self.service).submit(specs, job_id=body.get("id"), caller=LOCAL)
+                self._reply(200, dict(summary))
             elif self.path == "/quit":
                 self._reply(200, {"bye": True})
                 threading.Thread(target=self.server.shutdown, daemon=True).start()
@@ -142,9 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", required=True)
     parser.add_argument("--shared-url", default=None)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds the tone engine sleeps per call")
+    parser.add_argument("--batch-lease", type=float, default=None, help="run the batch worker (batch.lease_seconds)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    service = build_service(args.cache_dir, args.shared_url, args.delay)
+    service = build_service(args.cache_dir, args.shared_url, args.delay, args.batch_lease)
+    if args.batch_lease is not None:
+        BatchJobs.of(service)  # with the Redis tier its worker starts now
     handler = type("Handler", (_Handler,), {"service": service, "engine": service.engine})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True

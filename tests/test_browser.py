@@ -1130,3 +1130,32 @@ def test_screenshot_after_a_hit(page: Page, viewport: str, tmp_path: Path) -> No
     page.mouse.move(0, 0)
     page.screenshot(path=str(shot))
     assert shot.stat().st_size > 10_000
+
+
+def test_the_preload_tab_lists_batch_jobs_and_follows_their_progress(
+    open_page: Callable[[str], Page], viewport: str, tmp_path: Path
+) -> None:
+    """The Preload tab's batch jobs table (docs/batch.md) shows a job submitted meanwhile
+    (``POST /api/batch`` or another replica) and follows it to its end by itself."""
+    from playwright.sync_api import expect
+
+    from lib.batch.jobs import BatchJobs, ItemSpec
+
+    engine = _HeldTone(held="批量第1句")
+    config = load_config(env={}, overrides={"cache.dir": str(tmp_path / "cache"), "engine": "tone"})
+    service = TTSService(config, engine=engine)
+    try:
+        with serving(webui.create_app(service), _port()) as url:
+            page = open_page(url)
+            open_tab(page, "预加载 Preload")
+            specs = [ItemSpec({"text": f"批量第{i}句", "voice": "tone-low"}) for i in (1, 2)]
+            BatchJobs.of(service).submit(specs, job_id="release-9", caller=LOCAL)
+            assert engine.reached.wait(30)
+            table = page.locator("#batch-jobs")
+            expect(table).to_contain_text("release-9", timeout=15_000)  # the table refreshes itself
+            expect(table).to_contain_text("running")
+            engine.release.set()
+            expect(table).to_contain_text("2/2 (100 %)", timeout=30_000)
+    finally:
+        engine.release.set()
+        service.close()

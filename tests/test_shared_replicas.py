@@ -36,13 +36,14 @@ ENGINE_DELAY = 0.5  # seconds per engine call: long enough for 16 requests to ov
 class Replica:
     """One replica process and a small client for it."""
 
-    def __init__(self, name: str, cache_dir: Path, url: str, log: Path) -> None:
+    def __init__(self, name: str, cache_dir: Path, url: str, log: Path, extra: tuple[str, ...] = ()) -> None:
+        """``extra``: more arguments of ``tests/shared_replica.py`` (e.g. ``--batch-lease 2``)."""
         self.name = name
         self.log = log
         self._log_file = log.open("wb")
         self.process = subprocess.Popen(
             [sys.executable, str(HERE / "shared_replica.py"), "--cache-dir", str(cache_dir),
-             "--shared-url", url, "--delay", str(ENGINE_DELAY)],
+             "--shared-url", url, "--delay", str(ENGINE_DELAY), *extra],
             stdout=subprocess.PIPE, stderr=self._log_file, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
         assert self.process.stdout is not None

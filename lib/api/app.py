@@ -19,6 +19,7 @@ from lib.batch.background import BackgroundPreload
 from lib.pipeline.service import TTSService
 
 from .admin import admin_router, preload_router
+from .batch import batch_router
 from .convert import convert_router
 from .errors import install_error_handlers
 from .fastpath import FastPathCounts, HitFastPath
@@ -55,6 +56,8 @@ Voice-cloning text to speech behind a result cache.
   at this server (docs/openai.md).
 * `GET /api/preload` reports the start-up preload (`webui.py --preload FILE`, what
   `./run.sh` starts): state, phrases done of the total, generated, cached, failed.
+* `POST /api/batch` (admin) submits a list of requests as a job that every replica works
+  on; `GET /api/batch/{id}` reports it, `DELETE /api/batch/{id}` cancels it (docs/batch.md).
 * Errors are `{"error": "..."}` (OpenAI's error object under `/v1`).
 """
 
@@ -76,7 +79,7 @@ def create_app(service: TTSService, *, fast_path: bool = True, preload: Backgrou
     routers = [
         speech_router(service), *v1_routers(service), convert_router(service), admin_router(service),
         readings_router(service), takes_router(service), preload_router(preload or BackgroundPreload.none()),
-        tenants_router(service),
+        tenants_router(service), batch_router(service),
     ]  # fmt: skip
     for router in routers:
         app.include_router(router)

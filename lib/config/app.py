@@ -30,6 +30,7 @@ __all__ = [
     "ENGINE_NAMES",
     "MAX_TTL",
     "AppConfig",
+    "BatchConfig",
     "BuiltinConfig",
     "CacheConfig",
     "CosyVoiceConfig",
@@ -271,6 +272,19 @@ class PreloadConfig:
 
 
 @dataclass(frozen=True)
+class BatchConfig:
+    """Batch jobs (``batch:``): ``POST /api/batch``, made by every replica (docs/batch.md)."""
+
+    lease_seconds: float = 60.0
+    """With the Redis tier: an item a replica took and has not acknowledged for this long
+    (the replica died) is taken over by another one (``XAUTOCLAIM``'s min-idle time); a
+    replica at work on an item renews its claim every third of it."""
+
+    def __post_init__(self) -> None:
+        require((self.lease_seconds >= 1, f"batch.lease_seconds: must be at least 1 second, got {self.lease_seconds}"))
+
+
+@dataclass(frozen=True)
 class BuiltinConfig:
     """The built-in offline engine (``builtin:``)."""
 
@@ -401,6 +415,7 @@ class AppConfig:
     prompt: PromptConfig = field(default_factory=PromptConfig)
     voices: VoicesConfig = field(default_factory=VoicesConfig)
     preload: PreloadConfig = field(default_factory=PreloadConfig)
+    batch: BatchConfig = field(default_factory=BatchConfig)
     builtin: BuiltinConfig = field(default_factory=BuiltinConfig)
     cosyvoice: CosyVoiceConfig = field(default_factory=CosyVoiceConfig)
     server: ServerConfig = field(default_factory=ServerConfig)

@@ -297,6 +297,11 @@ class TTSService:
 
     # -- lifecycle ----------------------------------------------------------------------
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has begun: work of the layers above (batch jobs) stops."""
+        return self._closed
+
     def close(self) -> None:
         """Finish pending writes, stop and join every thread, close every store."""
         if self._closed:

@@ -9,8 +9,9 @@ The rule:
 - replacing or deleting a saved voice, ``force`` (regenerating cached entries),
   enabling an uploaded list's templates (they change other users' answers), changing
   the pronunciation lexicon (it changes every voice's readings), and the admin actions
-  (clear, evict, sweep, verify) and approving or withdrawing a phrase's approved take
-  (it changes what every unseeded request of the phrase is answered) need the admin;
+  (clear, evict, sweep, verify), approving or withdrawing a phrase's approved take
+  (it changes what every unseeded request of the phrase is answered) and submitting
+  or cancelling a batch job (it spends the engine on a whole list) need the admin;
 - making, listing and revoking API keys (``/api/keys``) and every tenant's usage need
   the admin (a tenant reads its own usage with its key);
 - statistics that contain user texts, and the transcripts of saved voices, are
@@ -50,6 +51,7 @@ class Action(enum.Enum):
     LEXICON = "change the pronunciation lexicon"
     APPROVE = "approve or withdraw the approved take of a phrase"
     KEYS = "make, list or revoke API keys, and read every tenant's usage"
+    BATCH = "submit or cancel a batch job (POST /api/batch)"
 
 
 #: Actions open to every caller.

@@ -11,8 +11,11 @@ from typing import Any
 
 import gradio as gr
 
+from lib.batch.board import JobSummary
 from lib.batch.export import export_phrases
+from lib.batch.jobs import BatchJobs, ItemSpec
 from lib.batch.preload import PreloadReport, preload
+from lib.batch.remote import list_jobs, phrase_items
 from lib.compose.templates import load_templates
 from lib.core.logtext import cut_fields
 from lib.core.reports import ClearReport, EvictReport, SweepReport, VerifyReport
@@ -24,7 +27,10 @@ from lib.ui.messages import explain, explain_note, scrub_paths
 from lib.ui.plots import WINDOWS, hit_rate_plot, latency_plot, window_rate
 from lib.ui.views import admin_sentence, stats_markdown, tag_choices, top_table, usage_markdown
 
-__all__ = ["CacheHandlers", "failure_lines"]
+__all__ = ["BATCH_HEADERS", "CacheHandlers", "batch_rows", "failure_lines"]
+
+#: The columns of the Preload tab's batch jobs table (:func:`batch_rows`).
+BATCH_HEADERS = ["任务 Job", "状态 Status", "进度 Progress", "完成 Done", "失败 Failed", "提交 Submitted (UTC)"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -177,6 +183,47 @@ class CacheHandlers(HandlerBase):
         else:
             notes = []
         return "\n".join([head, *failures, *notes])
+
+    def submit_batch(self, upload: str | None, token: str, request: gr.Request) -> tuple[str, list[list[Any]]]:
+        """A phrase list (the upload, else the shipped one) as batch jobs (the admin):
+        made in the background by every replica; their progress is the table."""
+        path = Path(upload) if upload else self.phrases_path
+        paths = [upload] if upload else []
+        rules = PhraseRules.from_config(self.service.config.preload, own_folder=not upload)
+        try:
+            items, unsent = phrase_items(expand(load_phrases(path, rules)))
+            jobs = BatchJobs.of(self.service)
+            caller = self.caller(request, token)
+            submitted = [
+                jobs.submit([ItemSpec(dict(item)) for _, item in chunk], job_id=job_id, caller=caller)
+                for job_id, chunk in list_jobs(items)
+            ]
+        except TTSError as exc:
+            self.fail("batch", request, explain(exc, paths=paths))
+        lines = [
+            f"✔ 批量任务 `{summary['id']}`：{summary['total']} 条{'（已提交过 submitted before）' if not new else ''} "
+            f"Batch job `{summary['id']}`: {summary['total']} items; its progress is in the table below."
+            for summary, new in submitted
+        ]
+        lines += [f"- ⚠ `{entry}` 未提交 not sent: {scrub_paths(why, paths)}" for entry, why in unsent[:20]]
+        if not submitted:
+            lines.append("列表中没有可提交的短语 Nothing in the list could be sent.")
+        return "\n".join(lines), self.batch_jobs()
+
+    def batch_jobs(self) -> list[list[Any]]:
+        """The newest batch jobs as the Preload tab's table rows."""
+        return batch_rows(BatchJobs.of(self.service).listing(20))
+
+
+def batch_rows(jobs: list[JobSummary]) -> list[list[Any]]:
+    """Batch jobs as table rows: id, status, progress, made, failed, submitted (UTC)."""
+    rows = []
+    for job in jobs:
+        finished = job["done"] + job["failed"]
+        share = f" ({100 * finished // job['total']} %)" if job["total"] else ""
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(job["created"]))
+        rows.append([job["id"], job["status"], f"{finished}/{job['total']}{share}", job["done"], job["failed"], when])
+    return rows
 
 
 def failure_lines(report: PreloadReport, paths: list[str] | None = None, most: int = 20) -> list[str]:

@@ -14,9 +14,9 @@ import gradio as gr
 from gradio.events import Dependency
 
 from lib.batch.background import BackgroundPreload, PreloadStatus
-from lib.ui.cache_handlers import CacheHandlers, failure_lines
+from lib.ui.cache_handlers import BATCH_HEADERS, CacheHandlers, failure_lines
 
-__all__ = ["PRELOAD_LABELS", "background_progress", "preload_banner", "preload_line", "preload_tab"]
+__all__ = ["PRELOAD_LABELS", "background_progress", "batch_jobs", "preload_banner", "preload_line", "preload_tab"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -59,8 +59,36 @@ def preload_tab(h: CacheHandlers, token: gr.Textbox) -> tuple[Dependency, gr.Mar
             lambda: gr.update(value=PRELOAD_LABELS[False], interactive=True), outputs=start, queue=False,
             show_progress="hidden", api_visibility="private",
         )  # fmt: skip
+    batch_jobs(h, upload, token)
     done: Dependency = running
     return done, startup
+
+
+#: How often an open Preload tab refreshes the batch jobs table.
+BATCH_SECONDS = 3.0
+
+
+def batch_jobs(h: CacheHandlers, upload: gr.File, token: gr.Textbox) -> None:
+    """The batch jobs (``POST /api/batch``; every replica makes them): a table refreshed
+    every :data:`BATCH_SECONDS`, and the admin's button that submits the list above as a job."""
+    gr.Markdown(
+        "#### 批量任务 Batch jobs\n"
+        "由所有副本在后台合成；管理员可把上面的列表提交为批量任务。 Made in the background by every replica "
+        "(`POST /api/batch`); the admin submits the list above as a job."
+    )
+    submit = gr.Button("提交为批量任务（管理员）Submit as a batch job (admin)", elem_id="submit-batch")
+    submitted = gr.Markdown(elem_id="batch-result")
+    error = gr.HTML(elem_id="batch-error", js_on_load=None)
+    table = gr.Dataframe(
+        value=h.batch_jobs, headers=BATCH_HEADERS, interactive=False, elem_id="batch-jobs", label="批量任务 Batch jobs"
+    )
+    sent = submit.click(
+        h.submit_batch, inputs=[upload, token], outputs=[submitted, table], api_name="batch", show_progress="hidden"
+    )
+    sent.failure(h.failure_view("batch"), outputs=error, api_visibility="private")
+    sent.success(lambda: "", outputs=error, queue=False, show_progress="hidden", api_visibility="private")
+    timer = gr.Timer(BATCH_SECONDS)
+    timer.tick(h.batch_jobs, outputs=table, api_visibility="private", show_progress="hidden", queue=False)
 
 
 #: How often an open page asks for the start-up preload's progress while it runs.
