@@ -170,7 +170,7 @@ def test_a_job_is_cancelled_and_its_items_not_started_are_dropped(make_service: 
     assert engine.texts["the second"] == engine.texts["the third"] == 0
 
 
-def test_only_the_admin_submits_and_cancels(make_service: Any) -> None:
+def test_the_admin_or_a_tenant_within_its_budget_submits_and_only_the_admin_cancels(make_service: Any) -> None:
     service = make_service(admin_token="s3cret")
     body = {"id": "guarded", "items": _items("guarded words")}
     with in_process(create_app(service)) as client:
@@ -178,9 +178,19 @@ def test_only_the_admin_submits_and_cancels(make_service: Any) -> None:
         wrong = client.post("/api/batch", json=body, headers={"Authorization": "Bearer nope"})
         assert wrong.status_code == 401 and "not known" in wrong.json()["error"]  # neither the admin nor a tenant
         admin = {"Authorization": "Bearer s3cret"}
-        key = client.post("/api/keys", json={"name": "acme"}, headers=admin).json()["key"]
-        tenant = client.post("/api/batch", json=body, headers={"Authorization": f"Bearer {key}"})
-        assert tenant.status_code == 403 and "batch job" in tenant.json()["error"]
+        # A tenant's job is priced before it starts and refused whole over its budget (issue 37, item 5).
+        key = client.post("/api/keys", json={"name": "acme", "synth_chars_per_hour": 20}, headers=admin).json()["key"]
+        tenant = {"Authorization": f"Bearer {key}"}
+        calls = service.engine.calls
+        dear = {"id": "dear", "items": _items("the first long line of a list", "the second long line of a list")}
+        over = client.post("/api/batch", json=dear, headers=tenant)
+        assert over.status_code == 429 and "synth_chars_per_hour" in over.json()["error"]
+        assert client.get("/api/batch/dear").status_code == 404 and service.engine.calls == calls  # nothing made
+        cheap = {"id": "cheap", "items": _items("twelve chars")}
+        assert client.post("/api/batch", json=cheap, headers=tenant).status_code == 202
+        assert _finished(client, "cheap")["done"] == 1
+        usage = client.get("/api/usage", headers=tenant).json()["tenants"][0]
+        assert usage["synth_chars"] == len("twelve chars")  # charged once, for the job
         assert client.get("/api/batch/guarded").status_code == 404  # nothing was made of it
         assert client.post("/api/batch", json=body, headers=admin).status_code == 202
         assert _finished(client, "guarded")["done"] == 1  # anyone reads the status

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from lib.core.ratelimit import LogLimiter
 from lib.errors import EngineError, NotFoundError, TTSError, ValidationError
-from lib.request.access import Action, Caller, check
+from lib.request.access import Action, Caller, allows, check
 from lib.request.types import TTSRequest
+from lib.tenants import Tenants, current_account
 
 from .board import Board, Claim, JobSummary, JobView, LocalBoard, Planned, audio_url
 
@@ -94,10 +95,18 @@ def price(service: TTSService, specs: list[ItemSpec]) -> int:
     return plan(service, specs)[1]
 
 
-def admit(caller: Caller, characters: int) -> None:
-    """The one permission check of batch jobs (submit and cancel): the admin. A job's
-    price (``characters``, :func:`price`) is given so that a caller with limits of its
-    own (a tenant key) can be admitted here within them. Raises 401/403."""
+def admit(caller: Caller, characters: int, tenants: Tenants | None = None) -> None:
+    """The one permission check of a batch job's submission: the admin, or a tenant (its
+    key, the request's account: :func:`lib.tenants.current_account`) within its limits:
+    the job's price (``characters``, :func:`price`) is charged to its
+    ``synth_chars_per_hour`` before it starts, refused whole (429) when over. Anyone else
+    401/403."""
+    if allows(caller, Action.BATCH):
+        return
+    account = current_account()
+    if tenants is not None and account is not None and account.keyed:
+        tenants.admit_miss(characters, "this batch job").close()  # the budget now; the items are not charged again
+        return
     check(caller, Action.BATCH)
 
 
@@ -165,10 +174,10 @@ class BatchJobs:
         if job_id is not None:
             found = self._opened().summary(job_id)
             if found is not None:
-                admit(caller, 0)
+                admit(caller, 0, self.service.tenants)
                 return found, False
         planned, characters = plan(self.service, specs)
-        admit(caller, characters)
+        admit(caller, characters, self.service.tenants)
         job_id = job_id or uuid.uuid4().hex
         self._start()  # opens a local board at its first job
         created = self.board.create(job_id, planned)
