@@ -87,7 +87,7 @@ def test_webui_and_preload_share_the_documented_flags() -> None:
                              text=True, timeout=60, cwd=REPO)  # fmt: skip
     assert _flags(preload.stdout) == {"--phrases", "--config", "--cache-dir", "--engine", "--model-dir",
                                       "--shared-url", "--objects-url", "--workers", "--dry-run", "--force",
-                                      "--verify"}  # fmt: skip
+                                      "--verify", "--server", "--token"}  # fmt: skip
 
 
 def test_run_sh_hands_the_shared_flags_to_the_preload(tmp_path: Path) -> None:
