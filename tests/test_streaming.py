@@ -140,11 +140,13 @@ def cancelled(service: TTSService) -> float:
     return value or 0.0
 
 
-def hang_up_after(server: LiveServer, path: str, body: bytes, content_type: str, ready: Any) -> None:
+def hang_up_after(
+    server: LiveServer, path: str, body: bytes, content_type: str, ready: Any, accept: str = "*/*"
+) -> None:
     """POST ``body`` on a socket of its own, wait until ``ready()``, then close the
     socket without reading the answer: a client that hung up."""
     head = (
-        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}\r\nAccept: {accept}\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     )
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as conn:
@@ -276,8 +278,9 @@ def test_service_stream_yields_the_cached_whole_for_a_hit(service: TTSService, e
 # -- work nobody waits for -------------------------------------------------------------
 
 
+@pytest.mark.parametrize("accept", ["*/*", "application/json"])  # the fast path's miss; the endpoint's
 def test_a_client_that_hangs_up_stops_the_sentences_not_yet_started(
-    server: LiveServer, service: TTSService, engine: GatedTone, caplog: pytest.LogCaptureFixture
+    server: LiveServer, service: TTSService, engine: GatedTone, caplog: pytest.LogCaptureFixture, accept: str
 ) -> None:
     """A non-streamed ``POST /api/tts`` of six sentences whose client closes the
     connection while the first is in the engine: the first ends and is stored, the other
@@ -285,7 +288,8 @@ def test_a_client_that_hangs_up_stops_the_sentences_not_yet_started(
     caplog.set_level(logging.INFO, logger="lib.api.attended")
     key = service.resolve(TTSRequest(text=SIX, voice="tone-low")).key
     body = urllib.parse.urlencode({"voice": "tone-low", "text": SIX}).encode()
-    hang_up_after(server, "/api/tts", body, "application/x-www-form-urlencoded", in_engine(service))
+    form_type = "application/x-www-form-urlencoded"
+    hang_up_after(server, "/api/tts", body, form_type, in_engine(service), accept=accept)
     assert wait_until(lambda: "client disconnected" in caplog.text)
     engine.let(1)
     assert wait_until(lambda: cancelled(service) == 5)
