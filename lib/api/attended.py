@@ -33,7 +33,11 @@ T = TypeVar("T")
 async def on_disconnect(receive: Receive, caller: Caller) -> None:
     """Wait for ``http.disconnect`` (the body was read before), then let ``caller`` go."""
     while True:
-        message = await receive()
+        try:
+            message = await receive()
+        except Exception as exc:  # a receive that fails says nothing of the client: the work goes on
+            _LOGGER.debug("cannot watch for a disconnect: %s", type(exc).__name__)
+            return
         if message["type"] == "http.disconnect":
             _left(caller)
             return
