@@ -505,4 +505,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from lib.api.serving import exit_now
+
+    exit_now(main())

@@ -14,6 +14,7 @@ from pathlib import Path
 from lib.core.logtext import cut_text
 
 __all__ = [
+    "AbandonedError",
     "ConfigError",
     "ConflictError",
     "ConfusableNameError",
@@ -151,6 +152,18 @@ class EngineTimeoutError(EngineError):
     up; nothing was cached (HTTP 504)."""
 
     http_status = 504
+
+
+class AbandonedError(TTSError):
+    """Nobody waits for this work any more (its client disconnected, and no other
+    request shares it), so it was not started; nothing was cached (HTTP 499, nginx's
+    "client closed request": only a log or a test ever sees it)."""
+
+    http_status = 499
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the client went away ({reason}); the engine was not started for nobody")
+        self.reason = reason
 
 
 def log_safe(exc: BaseException) -> str:

@@ -433,16 +433,30 @@ sys.path.insert(0, {repo!r})
 sys.path.insert(0, {tests!r})
 import lib.pipeline.wiring
 from test_faults_engine import StuckTone
-lib.pipeline.wiring.create_engine = lambda config: StuckTone()  # every call on "stuck..." blocks for good
+
+class Held(StuckTone):
+    def _block(self, text):
+        super()._block(text)
+        if text.startswith("stuck"):  # the held call returned: the exit waited for it
+            open({returned!r}, "w").close()
+
+lib.pipeline.wiring.create_engine = lambda config: Held()  # every call on "stuck..." blocks for good
+from lib.api.serving import exit_now
 from {module} import main
-sys.exit(main({argv!r}))
+exit_now(main({argv!r}))  # as the entry points end
 """
 
 
 @pytest.mark.parametrize("module", ["lib.api.__main__", "webui"])
 def test_sigterm_stops_the_server_within_seconds_with_a_stuck_call(tmp_path: Path, free_port: int, module: str) -> None:
+    """A SIGTERM with an engine call held in flight (an engine nothing can interrupt):
+    the call is abandoned at once (its client gets 503, nothing is stored), the service
+    is closed and the process exits 0 without waiting for the call, which never returns."""
     argv = ["--port", str(free_port)]
-    launcher = textwrap.dedent(_LAUNCHER).format(repo=str(REPO), tests=str(REPO / "tests"), module=module, argv=argv)
+    returned = tmp_path / "held-call-returned"
+    launcher = textwrap.dedent(_LAUNCHER).format(
+        repo=str(REPO), tests=str(REPO / "tests"), module=module, argv=argv, returned=str(returned)
+    )
     env = {
         **os.environ, "TTS_ENGINE": "tone", "TTS_CACHE_DIR": str(tmp_path / "cache"), "TTS_VOICES_PREWARM": "false",
         "TTS_WATCHDOG_TIMEOUT": "3600", "TTS_WATCHDOG_PROBE_INTERVAL": "0", "TTS_TEMPLATES_FILE": "null",
@@ -453,19 +467,25 @@ def test_sigterm_stops_the_server_within_seconds_with_a_stuck_call(tmp_path: Pat
     url = f"http://127.0.0.1:{free_port}"
     try:
         wait_for(lambda: _answers(url + "/healthz"), 120)
-        threading.Thread(
-            target=lambda: _post(url + "/api/tts", {"text": "stuck until the end", "voice": "tone-low"}), daemon=True
-        ).start()
+        answers: list[httpx.Response] = []
+        client = threading.Thread(
+            target=lambda: _post(url + "/api/tts", {"text": "stuck until the end", "voice": "tone-low"}, answers),
+            daemon=True,
+        )
+        client.start()
         wait_for(lambda: httpx.get(url + "/healthz", timeout=5).json()["engine_state"]["calls_in_flight"] == 1)
         stopped = time.monotonic()
         server.send_signal(signal.SIGTERM)
         try:
-            code = server.wait(timeout=60)
+            code = server.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            pytest.fail("the server did not stop within 60 s of SIGTERM: a stuck engine call holds it")
+            pytest.fail("the server did not stop within 30 s of SIGTERM: a stuck engine call holds it")
         took = time.monotonic() - stopped
         print(f"\n{module}: stopped {took:.1f} s after SIGTERM with an engine call stuck (exit {code})")
         assert code == 0  # main() returned: the service was closed (cache writes flushed), not killed
+        assert not returned.exists()  # the exit did not wait for the held call
+        client.join(30)
+        assert answers[0].status_code == 503 and "shutting down" in answers[0].json()["error"]
     finally:
         if server.poll() is None:
             server.kill()
@@ -480,9 +500,11 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _post(url: str, data: dict[str, str]) -> None:
+def _post(url: str, data: dict[str, str], answers: list[httpx.Response] | None = None) -> None:
     with contextlib.suppress(httpx.HTTPError):
-        httpx.post(url, data=data, timeout=120)
+        answer = httpx.post(url, data=data, timeout=120)
+        if answers is not None:
+            answers.append(answer)
 
 
 def test_engine_unavailable_at_shutdown_is_a_clear_503(tmp_path: Path, stuck: StuckTone) -> None:

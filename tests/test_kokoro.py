@@ -11,12 +11,13 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, wait_until
 
 from lib.cache.keys import KeyFields
 from lib.config import BuiltinConfig
@@ -210,6 +211,33 @@ def test_edges_trimmed_peaks_limited_and_stream_by_sentence(engine: BuiltinEngin
         lead, tail = edge_seconds(chunks[-1], engine.sample_rate)
         assert lead < 0.12 and tail < 0.2, (lead, tail)
         assert float(np.max(np.abs(whole))) <= 0.98
+
+
+@pytest.mark.kokoro
+def test_interrupt_ends_a_model_run_under_way(engine: BuiltinEngine) -> None:
+    """The watchdog's hook (a deadline, SIGTERM) terminates the onnxruntime run under way:
+    the call fails at once and the engine goes on serving. Before, the run went on in
+    onnxruntime's threads, and a SIGTERM'd server waited for it and was then aborted at
+    exit (status -6, "terminate called without an active exception")."""
+    voice = engine.preset_voice("zh-female")
+    text = "今天的天气很好，我们一起去公园散步吧。" * 4
+    engine.synthesise("你好。", voice, style="", seed=0, speed=1.0, mode="preset")  # loaded and checked first
+    failed: list[BaseException] = []
+
+    def long_call() -> None:
+        try:
+            engine.synthesise(text, voice, style="", seed=0, speed=1.0, mode="preset")
+        except BaseException as exc:
+            failed.append(exc)
+
+    call = threading.Thread(target=long_call, daemon=True)
+    call.start()
+    model = engine._kokoro.model if engine._kokoro is not None else None  # the model under the engine
+    assert model is not None
+    assert wait_until(model.interrupt, limit=120, every=0.02)  # True: a run was under way and was ended
+    call.join(60)
+    assert not call.is_alive() and isinstance(failed[0], EngineUnavailableError) and "stopped" in str(failed[0])
+    assert engine.synthesise("你好。", voice, style="", seed=0, speed=1.0, mode="preset").audio.size  # still serving
 
 
 @pytest.mark.kokoro

@@ -1,15 +1,20 @@
 """``POST /api/tts`` with ``stream=true`` through a real server on a loopback port: audio
 arrives while later sentences are still being made, what is streamed is what is cached,
-and a client that goes away does not stop the segments from being made and cached.
+and work nobody waits for is dropped: a client that goes away (streamed or not, here or on
+``/v1``) stops the sentences not yet started, unless another request waits for them.
 
 The engine is the tone engine behind a gate the test opens one synthesis at a time, so
 the order of events is asserted, never the wall clock."""
 
 from __future__ import annotations
 
+import json
+import logging
+import socket
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,15 +28,19 @@ from lib.api import create_app
 from lib.audio.encoders import wav_data_offset
 from lib.compose.segments import split
 from lib.config import load_config
+from lib.core.waiting import Caller, waited_by
 from lib.engines.tone import ToneEngine
+from lib.errors import AbandonedError
 from lib.pipeline.service import TTSService
 from lib.pipeline.streaming import open_wav_header
 from lib.request.access import LOCAL
 from lib.request.types import TTSRequest
 from tests.api_server import LiveServer
+from tests.conftest import wait_until
 from tests.server_process import ServerProcess
 
 PARAGRAPH = "第一句话说的是天气。第二句话说的是交通。第三句话说的是时间。第四句话说的是地点。"
+SIX = PARAGRAPH + "第五句话说的是人物。第六句话说的是事情。"
 HEADER = 44
 #: Where the samples of a streamed WAV begin: after its open-sized data chunk header.
 OPEN_DATA = b"data\xff\xff\xff\xff"
@@ -123,6 +132,32 @@ def read_until(chunks: Iterator[bytes], buffer: bytearray, size: int) -> None:
         buffer.extend(next(chunks))
 
 
+def cancelled(service: TTSService) -> float:
+    """``tts_segments_cancelled_total{reason="disconnected"}``."""
+    value = service.dashboard.metrics.registry.get_sample_value(
+        "tts_segments_cancelled_total", {"reason": "disconnected"}
+    )
+    return value or 0.0
+
+
+def hang_up_after(
+    server: LiveServer, path: str, body: bytes, content_type: str, ready: Any, accept: str = "*/*"
+) -> None:
+    """POST ``body`` on a socket of its own, wait until ``ready()``, then close the
+    socket without reading the answer: a client that hung up."""
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}\r\nAccept: {accept}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as conn:
+        conn.sendall(head.encode() + body)
+        assert wait_until(ready)
+
+
+def in_engine(service: TTSService, n: int = 1) -> Any:
+    return lambda: service.watchdog.health()["calls_in_flight"] == n
+
+
 def test_the_first_sentence_plays_before_the_second_exists(
     server: LiveServer, service: TTSService, engine: GatedTone
 ) -> None:
@@ -159,28 +194,33 @@ def test_the_first_sentence_plays_before_the_second_exists(
     assert 'tts_first_audio_seconds_count{result="hit"} 1.0' in metrics
 
 
-def test_a_client_that_leaves_does_not_stop_the_segments(
-    server: LiveServer, service: TTSService, engine: GatedTone
+def test_a_streaming_client_that_leaves_stops_the_sentences_not_yet_started(
+    server: LiveServer, service: TTSService, engine: GatedTone, caplog: pytest.LogCaptureFixture
 ) -> None:
-    key = service.resolve(TTSRequest(text=PARAGRAPH, voice="tone-low")).key
+    caplog.set_level(logging.INFO, logger="lib.api.attended")
+    key = service.resolve(TTSRequest(text=SIX, voice="tone-low")).key
     with (
         httpx.Client(base_url=server.url, timeout=30) as client,
-        client.stream("POST", "/api/tts", data=form()) as response,
+        client.stream("POST", "/api/tts", data=form(SIX)) as response,
     ):
         chunks = response.iter_raw()
         body = bytearray()
         engine.let(1)
         read_until(chunks, body, read_header(chunks, body) + 2)
-        # The connection is closed here, with three sentences still to make.
-    assert engine.finished == 1
-    engine.let(3)
+        # The first sentence was heard; the second is in the engine (held at the gate).
+        assert wait_until(lambda: service.watchdog.health()["calls_in_flight"] == 1)
+    # The connection is closed here, with five sentences still to make.
+    assert wait_until(lambda: "client disconnected" in caplog.text)
+    engine.let(1)  # the sentence inside the engine ends, and is stored
+    assert wait_until(lambda: cancelled(service) == 4)  # the other four never reach the engine
     service.settle(30)
+    assert engine.finished == 2 and engine.calls == 2
+    assert service.watchdog.health()["calls_in_flight"] == 0
     service.cache.flush()
-    assert engine.finished == 4
-    assert service.cache.lookup(key) is not None  # the whole result
-    engine.let(1)
-    result = service.synthesise(TTSRequest(text=PARAGRAPH.replace("天气", "天气预报"), voice="tone-low"))
-    assert result.info["segments_reused"] == 3 and engine.calls == 4 + 1  # every sentence was cached
+    assert service.cache.lookup(key) is None  # nothing half-made is stored as the whole
+    engine.let(4)
+    again = service.synthesise(TTSRequest(text=SIX, voice="tone-low"))
+    assert again.info["segments_reused"] == 2 and engine.calls == 2 + 4  # the two made were stored
 
 
 def test_pcm_and_mp3_stream_and_the_rest_are_refused(server: LiveServer, engine: GatedTone) -> None:
@@ -233,6 +273,136 @@ def test_service_stream_yields_the_cached_whole_for_a_hit(service: TTSService, e
     answer = service.stream(TTSRequest(text=PARAGRAPH, voice="tone-low"))
     assert answer.cache == "HIT"
     assert np.array_equal(np.concatenate(list(answer.chunks)), made.audio.pcm)
+
+
+# -- work nobody waits for -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("accept", ["*/*", "application/json"])  # the fast path's miss; the endpoint's
+def test_a_client_that_hangs_up_stops_the_sentences_not_yet_started(
+    server: LiveServer, service: TTSService, engine: GatedTone, caplog: pytest.LogCaptureFixture, accept: str
+) -> None:
+    """A non-streamed ``POST /api/tts`` of six sentences whose client closes the
+    connection while the first is in the engine: the first ends and is stored, the other
+    five are never sent to the engine, and ``tts_segments_cancelled_total`` counts them."""
+    caplog.set_level(logging.INFO, logger="lib.api.attended")
+    key = service.resolve(TTSRequest(text=SIX, voice="tone-low")).key
+    body = urllib.parse.urlencode({"voice": "tone-low", "text": SIX}).encode()
+    form_type = "application/x-www-form-urlencoded"
+    hang_up_after(server, "/api/tts", body, form_type, in_engine(service), accept=accept)
+    assert wait_until(lambda: "client disconnected" in caplog.text)
+    engine.let(1)
+    assert wait_until(lambda: cancelled(service) == 5)
+    assert wait_until(lambda: len(service.singleflight.flights) == 0)
+    assert engine.calls == 1 and engine.finished == 1 and in_engine(service, 0)()
+    service.cache.flush()
+    assert service.cache.lookup(key) is None
+    engine.let(5)
+    again = service.synthesise(TTSRequest(text=SIX, voice="tone-low"))
+    assert again.info["segments_reused"] == 1 and engine.calls == 1 + 5
+
+
+def test_a_second_request_for_the_same_text_keeps_the_work_going(
+    server: LiveServer, service: TTSService, engine: GatedTone, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two clients ask for the same six sentences; the first hangs up during sentence
+    one: the second still waits, so all six are made (once each) and stored."""
+    caplog.set_level(logging.INFO, logger="lib.api.attended")
+    key = service.resolve(TTSRequest(text=SIX, voice="tone-low")).key
+    body = urllib.parse.urlencode({"voice": "tone-low", "text": SIX}).encode()
+    answers: list[httpx.Response] = []
+
+    def second() -> None:
+        answers.append(httpx.post(server.url + "/api/tts", data={"voice": "tone-low", "text": SIX}, timeout=60))
+
+    thread = threading.Thread(target=second, daemon=True)
+
+    def both_wait() -> bool:
+        if not thread.is_alive() and not answers:
+            thread.start()
+        return service.singleflight.flights.waiters(key) == 2
+
+    hang_up_after(
+        server, "/api/tts", body, "application/x-www-form-urlencoded", lambda: in_engine(service)() and both_wait()
+    )
+    assert wait_until(lambda: "client disconnected" in caplog.text)
+    engine.let(6)
+    thread.join(60)
+    assert answers[0].status_code == 200 and answers[0].headers["x-segments"] == "6"
+    assert engine.calls == 6 and cancelled(service) == 0
+    service.cache.flush()
+    assert service.cache.lookup(key) is not None  # the whole, stored
+    assert service.synthesise(TTSRequest(text=SIX, voice="tone-low")).cache == "HIT"
+
+
+@pytest.mark.parametrize("stream_format", ["audio", "sse"])
+def test_a_v1_client_that_hangs_up_stops_the_sentences_not_yet_started(
+    server: LiveServer, service: TTSService, engine: GatedTone, caplog: pytest.LogCaptureFixture, stream_format: str
+) -> None:
+    caplog.set_level(logging.INFO, logger="lib.api.attended")
+    doc = {
+        "model": "tts-1",
+        "voice": "tone-low",
+        "input": SIX,
+        "response_format": "wav",
+        "stream_format": stream_format,
+    }
+    hang_up_after(server, "/v1/audio/speech", json.dumps(doc).encode(), "application/json", in_engine(service))
+    assert wait_until(lambda: "client disconnected" in caplog.text)
+    engine.let(1)
+    assert wait_until(lambda: cancelled(service) == 5)
+    assert wait_until(lambda: len(service.singleflight.flights) == 0)
+    assert engine.calls == 1 and in_engine(service, 0)()
+
+
+class OneAtATime(GatedTone):
+    """:class:`GatedTone` taking one call at a time: the others queue in the watchdog."""
+
+    concurrent_calls = 1
+
+
+def test_a_sentence_another_request_waits_for_is_made_for_it(make_service: Any) -> None:
+    """B's text begins with a sentence that A's text begins with too; B's caller leaves
+    while that sentence still queues for the engine, with A waiting for it: it is made
+    (once) and stored, and only B's own next sentence is dropped."""
+    engine = OneAtATime()
+    service = make_service(engine=engine, **{"templates.file": None})
+    shared, own_b, own_a = "第二句话说的是交通。", "另一句话说的是别的。", "第三句话说的是时间。"
+    errors: list[BaseException] = []
+    results: list[Any] = []
+
+    def speak(text: str, caller: Caller) -> None:
+        try:
+            with waited_by(caller):
+                results.append(service.synthesise(TTSRequest(text=text, voice="tone-low")))
+        except BaseException as exc:
+            errors.append(exc)
+
+    try:
+        blocker = threading.Thread(target=speak, args=("别的话。", Caller()), daemon=True)
+        blocker.start()
+        assert wait_until(in_engine(service))  # the one slot is taken
+        caller_b, caller_a = Caller(), Caller()
+        b = threading.Thread(target=speak, args=(shared + own_b, caller_b), daemon=True)
+        b.start()
+        part = service.resolve(TTSRequest(text=shared + own_b, voice="tone-low"))
+        shared_key = service._resolver.part(part, shared).key
+        assert wait_until(lambda: service.singleflight.flights.waiters(shared_key) == 1)
+        a = threading.Thread(target=speak, args=(shared + own_a, caller_a), daemon=True)
+        a.start()
+        assert wait_until(lambda: service.singleflight.flights.waiters(shared_key) == 2)
+        caller_b.leave()
+        engine.let(3)  # the blocker, the shared sentence, A's own
+        a.join(30)
+        b.join(30)
+        blocker.join(30)
+        assert engine.calls == 3 and len(results) == 2  # the blocker's and A's
+        assert len(errors) == 1 and isinstance(errors[0], AbandonedError)  # B's
+        assert cancelled(service) == 1  # B's own sentence only
+        assert results[-1].info["segments_synthesised"] + results[-1].info["segments_reused"] == 2
+        assert service.cache.lookup(shared_key) is not None
+    finally:
+        engine.let(10)
 
 
 # -- a crash mid-stream -----------------------------------------------------------------

@@ -184,7 +184,7 @@ class HitFastPath:
             # answered as the endpoint's are.
             self.counts.made += 1
             try:
-                result, body = await made(self.service, lookup.resolved or request)
+                result, body = await made(self.service, lookup.resolved or request, receive)
                 response = await answer(self.service, result, body, form.format, form.store, None)
             except Exception as exc:
                 response = failure_response(Request(scope), exc)

@@ -19,18 +19,21 @@ from typing import Annotated, Any, Literal
 
 from anyio import to_thread
 from fastapi import APIRouter, File, Header, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
+from starlette.types import Receive
 
 from lib.audio.pcm import MIME_TYPES
 from lib.audio.provenance import Label
 from lib.cache.entry import CachedAudio
+from lib.core.waiting import Caller, waited_by
 from lib.errors import NotFoundError, ValidationError
 from lib.pipeline.results import SynthesisResult
 from lib.pipeline.service import TTSService
 from lib.pipeline.streaming import STREAM_FORMATS, encode_stream
 from lib.request.types import Resolved, TTSRequest
 
+from .attended import AttendedStream, attended
 from .errors import ERROR_RESPONSES
 from .forms import TTSForm
 from .http import NO_STORE, cache_control, etag_for, etag_matches, parse_range
@@ -101,15 +104,17 @@ _TTS_RESULT_SCHEMA = TTSResult.model_json_schema()
 _TTS_RESPONSES[200]["content"]["application/json"] = {"schema": _TTS_RESULT_SCHEMA}
 
 
-async def made(service: TTSService, request: TTSRequest | Resolved) -> tuple[SynthesisResult, bytes]:
+async def made(service: TTSService, request: TTSRequest | Resolved, receive: Receive) -> tuple[SynthesisResult, bytes]:
     """Answer ``request`` (or its resolution) through the service in a worker thread: the
-    result and its bytes in the request's format."""
+    result and its bytes in the request's format. A client that disconnects meanwhile
+    (read from ``receive``, the body already read) stops the work nobody else waits for
+    (:mod:`lib.api.attended`)."""
 
     def work() -> tuple[SynthesisResult, bytes]:
         result = service.synthesise(request)
         return result, answer_bytes(service, result, request.format, request.store)
 
-    return await to_thread.run_sync(work)
+    return await attended(receive, work)
 
 
 def speech_router(service: TTSService) -> APIRouter:
@@ -124,6 +129,7 @@ def speech_router(service: TTSService) -> APIRouter:
         responses=_TTS_RESPONSES,
     )
     async def tts(
+        request: Request,
         # File(): the form may carry an upload, so it is read (and documented) as multipart.
         form: Annotated[TTSForm, File()],
         accept: Annotated[str | None, Header(include_in_schema=False)] = None,
@@ -133,7 +139,9 @@ def speech_router(service: TTSService) -> APIRouter:
             raise ValidationError(f"format: {form.format} cannot be streamed; with stream=true use wav, pcm or mp3")
         req = form.request(audio)
         if form.stream:
-            streamed = await to_thread.run_sync(service.stream, req)
+            caller = Caller()  # leaves when the client disconnects (AttendedStream)
+            with waited_by(caller):
+                streamed = await to_thread.run_sync(service.stream, req)
             headers = {
                 "X-Cache": streamed.cache,
                 "X-Cache-Key": streamed.key,
@@ -142,14 +150,15 @@ def speech_router(service: TTSService) -> APIRouter:
             }
             if streamed.cache == "HIT" and streamed.result(0).take:  # a hit is whole at once
                 headers["X-Take"] = streamed.result(0).take
-            return StreamingResponse(
+            return AttendedStream(
+                caller,
                 encode_stream(streamed.chunks, streamed.sample_rate, form.format, stream_label(service, streamed.key)),
                 media_type=STREAM_FORMATS[form.format],
                 headers=headers,
             )
         # A form the fast path reads (lib.api.fastpath) is answered there, hit or miss;
         # whatever comes here is answered by the service in a worker thread.
-        result, body = await made(service, req)
+        result, body = await made(service, req, request.receive)
         return await answer(service, result, body, form.format, form.store, accept)
 
     @router.head("/api/audio/{key}.{ext}", include_in_schema=False)

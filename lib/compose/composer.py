@@ -50,6 +50,7 @@ from lib.compose.segments import split
 from lib.compose.templatebook import Match
 from lib.config import AppConfig
 from lib.core.metrics import Metrics
+from lib.errors import AbandonedError
 from lib.request.types import Resolved
 
 __all__ = ["Composer", "Made", "OnChunk", "SegmentInfo"]
@@ -142,7 +143,12 @@ class Composer:
         rate = 0
         for i, (text, gap) in enumerate(match.pieces):
             piece = self._part(r, text)
-            raw = self._segment(piece, made, use_cache=True, store=r.store, role="piece", template=match.template.id)
+            try:
+                template = match.template.id
+                raw = self._segment(piece, made, use_cache=True, store=r.store, role="piece", template=template)
+            except AbandonedError as exc:
+                self._cancelled(exc, len(match.pieces) - i)
+                raise
             rate = raw.sample_rate
             joiner = joiner or Joiner(rate, finish.crossfade)
             last = i == len(match.pieces) - 1
@@ -183,7 +189,11 @@ class Composer:
         if not r.fields.finish:
             # The engine's audio is the answer, under its own raw key (the old path); a
             # streamed answer comes as the engine streams it (CosyVoice2/3: every ~25 tokens).
-            entry, spent = self.producer.produce(r, on_chunk)
+            try:
+                entry, spent = self.producer.produce(r, on_chunk)
+            except AbandonedError as exc:
+                self._cancelled(exc, 1)
+                raise
             made.spend(spent)
             return entry
         finish = self.finish
@@ -200,7 +210,11 @@ class Composer:
             # A lone segment is not stored: it runs under the result's lease, and its engine
             # call bounds that lease (lib.cache.production.current_lease).
             store = use_cache and r.store and not single
-            raw = self._segment(part, made, use_cache=use_cache, store=store, role="segment")
+            try:
+                raw = self._segment(part, made, use_cache=use_cache, store=store, role="segment")
+            except AbandonedError as exc:  # nobody waits: this segment and the rest are not made
+                self._cancelled(exc, len(segments) - i)
+                raise
             rate = raw.sample_rate
             keys.append(raw.key)
             cost += float(raw.meta.get("engine_seconds", 0.0))
@@ -246,6 +260,12 @@ class Composer:
         entry, mine = self.production.make(part.key, produce, origin=part.origin, durable=True)
         self._count(made, reused=not mine)
         return entry
+
+    def _cancelled(self, exc: AbandonedError, left: int) -> None:
+        """``left`` segments of an answer nobody waits for any more were never sent to the
+        engine (the one in it, if any, ended and was stored: lib.engines.watchdog)."""
+        self.metrics.segments_cancelled.labels(exc.reason).inc(left)
+        _LOGGER.info("%d segment(s) not synthesised: %s", left, exc.reason)
 
     def _count(self, made: Made, *, reused: bool) -> None:
         name = "reused" if reused else "synthesised"

@@ -92,6 +92,13 @@ class Metrics:
         )  # fmt: skip
         for result in ("reused", "synthesised"):
             self.segments.labels(result)
+        self.segments_cancelled = Counter(
+            "tts_segments_cancelled",
+            "Sentence segments and template pieces never sent to the engine because nobody waited for them any "
+            "more, by reason (disconnected: the client hung up and no other request shared them)",
+            ["reason"], registry=r,
+        )  # fmt: skip
+        self.segments_cancelled.labels("disconnected")
         self.first_audio = Histogram(
             "tts_first_audio_seconds", "Time from a streamed request to its first audio, by cache result",
             ["result"], buckets=_LATENCY_BUCKETS, registry=r,

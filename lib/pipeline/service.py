@@ -170,8 +170,10 @@ class TTSService:
 
     def stream(self, request: TTSRequest | Resolved) -> StreamAnswer:
         """Answer one request as audio chunks, each as soon as it exists. A hit or a
-        composed answer comes whole at once; a miss is made by a thread of its own, so
-        it is finished and stored even when nobody reads it to the end."""
+        composed answer comes whole at once; a miss is made by a thread of its own, for
+        whoever waits for it now (lib.core.waiting: the HTTP boundary's caller, or
+        nobody watched): when all its waiters leave, its segments not yet started are not
+        made and the whole is not stored."""
         started = time.perf_counter()
         r = self._resolve(request, self._resolver.resolve, started)
         try:
@@ -289,8 +291,7 @@ class TTSService:
 
     def settle(self, timeout: float = 60.0) -> bool:
         """Wait until the background work requests started has finished: streams whose
-        reader left (they are finished and stored anyway) and refinements of template
-        answers. False if some was still running after ``timeout`` seconds."""
+        reader left and refinements of template answers. False if some was still running after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         self._parts.streams.close(timeout)  # joins the threads running now; new ones may start
         return self._parts.refiner.wait(max(0.0, deadline - time.monotonic()))

@@ -2,8 +2,10 @@
 one that sends it, and the byte formats a stream is sent in.
 
 The result is made by a thread of its own (:class:`StreamJobs`), never by the one that
-sends it: a client that goes away stops reading, but the segments already started are
-finished and stored, and so is the whole result. What is sent is exactly what is
+sends it, for whoever waited when it was started (:mod:`lib.core.waiting`): a client that
+goes away stops waiting, the segment inside the engine is finished and stored, and the
+segments not yet started are not made (unless another request waits for them too); the
+whole is then not stored. What is sent is exactly what is
 stored: the chunks join to the cached result bit for bit (:class:`lib.compose.assemble.Joiner`).
 
 Formats: ``wav`` (a WAV header whose sizes say "unknown", 0xFFFFFFFF, then PCM as it
@@ -16,6 +18,7 @@ chunk, without the Xing header it can only write once the file is complete; the 
 
 from __future__ import annotations
 
+import contextvars
 import io
 import logging
 import queue
@@ -102,17 +105,20 @@ class StreamAnswer:
 
 
 class StreamJobs:
-    """The threads making streamed results; :meth:`close` waits for them, so that a
-    stream cut short at shutdown still ends stored."""
+    """The threads making streamed results; :meth:`close` waits for them."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._threads: set[threading.Thread] = set()
 
     def start(self, name: str, job: Callable[[], None]) -> None:
+        """``job`` in a thread of its own, in the starter's context: for whoever waits
+        for it (lib.core.waiting)."""
+        context = contextvars.copy_context()
+
         def run() -> None:
             try:
-                job()
+                context.run(job)
             finally:
                 with self._lock:
                     self._threads.discard(threading.current_thread())

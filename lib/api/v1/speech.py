@@ -24,14 +24,15 @@ from contextlib import contextmanager
 from typing import Literal
 
 from anyio import to_thread
-from fastapi import APIRouter
-from fastapi.responses import Response, StreamingResponse
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from lib.audio.encoders import OPENAI_PCM_RATE, opus_rate
 from lib.audio.pcm import MIME_TYPES
 from lib.audio.provenance import Label
 from lib.core.logtext import cut_text
+from lib.core.waiting import Caller, waited_by
 from lib.errors import NotFoundError, TTSError, ValidationError
 from lib.pipeline.results import SynthesisResult
 from lib.pipeline.service import TTSService
@@ -39,6 +40,7 @@ from lib.pipeline.streaming import StreamAnswer, encode_stream
 from lib.request.types import Resolved, TTSRequest
 from lib.request.validate import check_unicode
 
+from ..attended import AttendedStream, attended
 from ..forms import Seed, Speed
 from ..http import NO_STORE, cache_control, etag_for
 from . import sse
@@ -107,7 +109,7 @@ def speech_router(service: TTSService) -> APIRouter:
             503: {"description": "Engine not available (OpenAI error object)"},
         },
     )
-    async def openai_speech(body: SpeechRequest) -> Response:
+    async def openai_speech(body: SpeechRequest, request: Request) -> Response:
         for name in ("input", "style", "instructions"):  # named as this endpoint's callers know them
             check_unicode(getattr(body, name), name)
         voice, alias = _voice(body.voice, table)
@@ -121,11 +123,11 @@ def speech_router(service: TTSService) -> APIRouter:
         answers = _Answers(service, alias, voice)
         enc = "pcm24k" if body.response_format == "pcm" else body.response_format
         if body.stream_format == "sse":
-            return await answers.events(req, enc, body.input, body.instructions or body.style or "")
+            return await answers.events(req, enc, body.input, body.instructions or body.style or "", request)
         lookup = service.memory_lookup(req)  # a hit from memory: no thread hop when its bytes are ready
         hit = lookup.result
         if hit is None:  # made from the resolution memory made, when it made one: resolved once
-            result, audio = await to_thread.run_sync(answers.made, lookup.resolved or req, enc)
+            result, audio = await attended(request.receive, answers.made, lookup.resolved or req, enc)
         else:
             ready = service.cache.ready_bytes(hit.key, enc)
             result, audio = hit, ready if ready is not None else await to_thread.run_sync(answers.audio, hit, enc)
@@ -204,15 +206,18 @@ class _Answers:
                 f"preset or saved voice here; set openai.voices.{cut_text(self.alias)} to one (GET /v1/audio/voices)"
             ) from exc
 
-    async def events(self, req: TTSRequest, enc: str, text: str, instructions: str) -> Response:
-        """The SSE answer: a hit (or a composed answer) whole at once, a miss as it is made."""
+    async def events(self, req: TTSRequest, enc: str, text: str, instructions: str, request: Request) -> Response:
+        """The SSE answer: a hit (or a composed answer) whole at once, a miss as it is
+        made (for a caller who leaves when the client disconnects: lib.api.attended)."""
         lookup = self.service.memory_lookup(req)
         result = lookup.result
         if result is None:
             # Errors before the first event are HTTP errors (status and OpenAI's error object).
-            streamed = await to_thread.run_sync(self.stream, lookup.resolved or req)
+            caller = Caller()
+            with waited_by(caller):
+                streamed = await to_thread.run_sync(self.stream, lookup.resolved or req)
             if streamed.cache not in ("HIT", "COMPOSED"):
-                return self._streaming(streamed, enc, text, instructions)
+                return self._streaming(streamed, enc, text, instructions, caller)
             result = streamed.result()
         audio = self.service.cache.ready_bytes(result.key, enc)
         if audio is None:
@@ -225,11 +230,13 @@ class _Answers:
         headers["X-Sample-Rate"] = str(_rate(result, enc))
         return Response(body, media_type="text/event-stream", headers=headers)
 
-    def _streaming(self, streamed: StreamAnswer, enc: str, text: str, instructions: str) -> StreamingResponse:
+    def _streaming(
+        self, streamed: StreamAnswer, enc: str, text: str, instructions: str, caller: Caller
+    ) -> AttendedStream:
         rate = OPENAI_PCM_RATE if enc == "pcm24k" else streamed.sample_rate
         headers = _SSE_HEADERS | {"X-Cache": streamed.cache, "X-Cache-Key": streamed.key, "X-Sample-Rate": str(rate)}
         events = self._streamed(streamed, enc, text, instructions)
-        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+        return AttendedStream(caller, events, media_type="text/event-stream", headers=headers)
 
     def _streamed(self, streamed: StreamAnswer, enc: str, text: str, instructions: str) -> Iterator[bytes]:
         """Events of a miss being made (Starlette runs this in its thread pool)."""

@@ -306,11 +306,14 @@ class BuiltinEngine:
         self._espeak.close()
 
     def interrupt(self) -> bool:
-        """End a call stuck in espeak-ng now, from any thread (the watchdog's hook): its
-        worker and the worker's child are killed, the call fails and releases the locks,
-        and the next call starts a fresh worker. A call in the DSP (numpy, bounded by the
-        text's length) finishes on its own. True if a worker was killed."""
-        return self._espeak.interrupt()
+        """End a call stuck in espeak-ng or in the Kokoro model now, from any thread (the
+        watchdog's hook, at a deadline and at shutdown): the espeak-ng worker and its
+        child are killed, the model's runs under way are terminated; the call fails and
+        releases the locks, and the next call starts afresh. A call in the DSP (numpy,
+        bounded by the text's length) finishes on its own. True if something was stopped."""
+        killed = self._espeak.interrupt()
+        stopped = self._kokoro is not None and self._kokoro.model.interrupt()
+        return killed or stopped
 
     # --- convert mode ------------------------------------------------------------------
 

@@ -116,8 +116,11 @@ class KokoroModel:
         self._parts = parts
         self.threads = thread_count(threads)
         self._session: Any = None
-        self._run_options: Any = None
+        self._ort: Any = None
         self._lock = threading.Lock()
+        self._running: set[Any] = set()
+        """The ``RunOptions`` of the runs under way (:meth:`interrupt` ends them)."""
+        self._running_lock = threading.Lock()
 
     @property
     def loaded(self) -> bool:
@@ -145,8 +148,7 @@ class KokoroModel:
             session = ort.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])
             del data
             _trim_heap()
-            self._run_options = ort.RunOptions()
-            self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+            self._ort = ort
             self._session = session
             _LOGGER.info("Kokoro-82M loaded (%d intra-op threads)", self.threads)
 
@@ -161,10 +163,35 @@ class KokoroModel:
             "style": np.ascontiguousarray(style, dtype=np.float32).reshape(1, 256),
             "speed": np.array([speed], dtype=np.float32),
         }
-        audio = self._session.run(None, feeds, self._run_options)[0]
+        # Options of its own, so that an interrupt ends the runs under way and no later one.
+        options = self._ort.RunOptions()
+        options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+        with self._running_lock:
+            self._running.add(options)
+        try:
+            audio = self._session.run(None, feeds, options)[0]
+        except Exception as exc:
+            if options.terminate:
+                raise EngineUnavailableError("the Kokoro model's run was stopped (shutdown or deadline)") from exc
+            raise
+        finally:
+            with self._running_lock:
+                self._running.discard(options)
         out = np.asarray(audio, dtype=np.float32).reshape(-1)
         _trim_heap()
         return out
+
+    def interrupt(self) -> bool:
+        """End the runs under way now, from any thread: onnxruntime looks at their
+        ``terminate`` flag between the graph's nodes (a run ends within milliseconds) and
+        fails them. True if a run was under way. Without it, a SIGTERM'd process left a
+        run going in onnxruntime's threads, waited for it, and then was aborted at exit
+        ("terminate called without an active exception", exit status -6)."""
+        with self._running_lock:
+            running = list(self._running)
+        for options in running:
+            options.terminate = True
+        return bool(running)
 
 
 _SHARED: dict[tuple[tuple[Part, ...], int], KokoroModel] = {}
