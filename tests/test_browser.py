@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from conftest import REPO, serving
+from server_process import NO_ANONYMOUS_LIMITS
 
 import webui
 from lib.config import load_config
@@ -1043,7 +1044,7 @@ def test_one_admin_sign_in_serves_every_admin_action_until_sign_out(
     from playwright.sync_api import expect
 
     overrides = {"cache.dir": str(tmp_path / "cache"), "engine": "tone", "readings.lexicon": str(tmp_path / "lex.json")}
-    service = TTSService(load_config(env={}, overrides=overrides), admin_token="s3cret-ui")
+    service = TTSService(load_config(env=NO_ANONYMOUS_LIMITS, overrides=overrides), admin_token="s3cret-ui")
     try:
         with serving(webui.create_app(service), _port()) as url:
             page = open_page(url)

@@ -324,3 +324,37 @@ def test_an_unusable_cache_directory_never_stops_the_service_and_a_key_is_503(tm
             assert client.get("/api/keys", headers=ADMIN).json()["keys"] == []
     finally:
         svc.close()
+
+
+def test_the_pages_own_gradio_api_is_limited_as_an_anonymous_caller(make_service: Any) -> None:
+    """The web UI's handlers (what the page and any gradio_client call) are charged to the
+    page's address: with a zero anonymous budget a new text is refused in the operator's
+    words, a cached one is played."""
+    from types import SimpleNamespace
+
+    import gradio as gr
+
+    from lib.request.types import TTSRequest
+    from lib.ui.handlers import Handlers
+
+    engine = ToneEngine()
+    service = make_service(admin_token=ADMIN_TOKEN, engine=engine, **{"tenants.anonymous_synth_chars_per_hour": 0})
+    service.synthesise(TTSRequest(text="Cached for the page.", voice="tone-low"))
+    calls = engine.calls
+    h = Handlers(service, Path("hot.json"))
+    page = SimpleNamespace(client=SimpleNamespace(host="127.0.0.1"), session_hash="s1")  # a token is set: not the admin
+
+    def form(text: str) -> list[Any]:
+        return ["preset", None, "tone-low", "", text, "", "", 1.0, "wav", True, []]
+
+    quiet = {"progress": lambda *a, **k: None}
+    _, badge, *_ = h.synthesise(*form("Cached for the page."), page, **quiet)  # type: ignore[arg-type]
+    assert "HIT" in badge
+    with pytest.raises(gr.Error):
+        h.synthesise(*form("A new text for the page."), page, **quiet)  # type: ignore[arg-type]
+    assert "synth_chars_per_hour" in h.failure_view("synth")(page)  # type: ignore[arg-type]
+    assert engine.calls == calls
+    admin_page = SimpleNamespace(client=SimpleNamespace(host="127.0.0.1"), session_hash="s2")
+    open_service = make_service(engine=ToneEngine(), **{"tenants.anonymous_synth_chars_per_hour": 0})  # no token
+    _, badge, *_ = Handlers(open_service, Path("hot.json")).synthesise(*form("A new text."), admin_page, **quiet)  # type: ignore[arg-type]
+    assert "MISS" in badge  # a loopback page with no admin token set is the admin: not limited

@@ -11,6 +11,7 @@ from typing import Any
 import gradio as gr
 import pytest
 import soundfile as sf
+from server_process import NO_ANONYMOUS_LIMITS
 
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
@@ -31,7 +32,7 @@ class ToneTwo(ToneEngine):
 
 def make_service(folder: Path, engine: ToneEngine | None = None) -> TTSService:
     values: dict[str, Any] = {"engine": "tone", "cache.dir": str(folder), "voices.prewarm": False}
-    return TTSService(load_config(env={}, overrides=values), engine or ToneEngine(), admin_token=TOKEN)
+    return TTSService(load_config(env=NO_ANONYMOUS_LIMITS, overrides=values), engine or ToneEngine(), admin_token=TOKEN)
 
 
 @pytest.fixture

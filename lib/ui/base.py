@@ -11,12 +11,13 @@ client's address and the admin token typed in the form (:mod:`lib.request.access
 
 from __future__ import annotations
 
+import contextlib
 import html
 import logging
 import shutil
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -26,6 +27,7 @@ from lib.errors import TTSError
 from lib.pipeline.service import TTSService
 from lib.request.access import Caller
 from lib.request.phrases import PhraseRequest, expand, load_phrases
+from lib.tenants import acting
 from lib.ui.messages import UIMessage
 
 __all__ = ["HandlerBase", "error_html", "live_playback_available"]
@@ -79,6 +81,21 @@ class HandlerBase:
     def caller(self, request: gr.Request | None, token: str | None = None) -> Caller:
         host = request.client.host if request is not None and request.client else None
         return self.service.access.caller(origin="ui", client_host=host, token=token)
+
+    @contextlib.contextmanager
+    def charged(self, request: gr.Request | None) -> Iterator[None]:
+        """Run a synthesis of the page as its caller (docs/tenants.md): the admin (a
+        loopback page while no admin token is set) unlimited, anyone else as an anonymous
+        caller from the page's address, under the same limits as over HTTP (the page's own
+        Gradio API is callable by any program). Raises the 429's :class:`RateLimitedError`."""
+        if request is None or self.caller(request).admin:
+            yield
+            return
+        host = request.client.host if request.client else None
+        account = self.service.tenants.account(None, host)
+        self.service.tenants.admit_request(account)
+        with acting(account):
+            yield
 
     # -- the form a result belongs to ---------------------------------------------------
 

@@ -162,7 +162,8 @@ class Handlers(CacheHandlers):
         try:
             fields = SynthesisForm(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
             req = fields.request()
-            result = self.service.synthesise(self.resolutions.take(fields) or req)
+            with self.charged(request):
+                result = self.service.synthesise(self.resolutions.take(fields) or req)
             name, path = self._file(req, result, fmt)
         except TTSError as exc:
             self.fail("synth", request, explain(exc, paths=[prompt_audio]))
@@ -187,7 +188,8 @@ class Handlers(CacheHandlers):
             fields = SynthesisForm(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
             req = fields.request()
             resolved = self.resolutions.take(fields)
-            answer = self.service.stream(resolved or req)
+            with self.charged(request):  # the stream's thread is charged as this page's caller
+                answer = self.service.stream(resolved or req)
             if answer.cache in ("MISS", "BYPASS"):  # being made: HIT and COMPOSED come whole
                 feed = LiveFeed(answer.chunks, answer.sample_rate)
                 total = self.service.segment_count(resolved or req)
@@ -251,7 +253,8 @@ class Handlers(CacheHandlers):
             resolved = self.resolutions.take(fields)
             if resolved is None:
                 check_source(self.service, req.source_audio)
-            result = self.service.convert(resolved or req)
+            with self.charged(request):
+                result = self.service.convert(resolved or req)
             name, path = self._file(req, result, fmt)
         except TTSError as exc:
             self.fail("synth", request, explain(exc, paths=[source, prompt_audio]))

@@ -58,7 +58,8 @@ class TakesPanel:
             count = int(n) if n is not None else 3
             if not 2 <= count <= MAX_UI_TAKES:
                 raise ValidationError(f"n: {count} takes is out of range; ask for 2 to {MAX_UI_TAKES} here")
-            takes = service.takes.render(req, service.resolve, serve, n=count)
+            with self.h.charged(request):
+                takes = service.takes.render(req, service.resolve, serve, n=count)
         except (TTSError, ValueError) as exc:
             self.h.fail(channel, request, explain(exc) if isinstance(exc, TTSError) else str(exc))
         players = []
