@@ -253,7 +253,9 @@ def test_preload_cache_submits_a_list_to_a_server_and_follows_it(
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, str(REPO / "preload_cache.py"), "--phrases", str(tmp_path / "list.json"), *args]
-        env = {**os.environ, "TTS_ADMIN_TOKEN": "tok"}
+        # Not TQDM_DISABLE: the CosyVoice engine sets it in its process (lib/engines/cosyvoice/runtime.py),
+        # and a CosyVoice test in the same worker left it in os.environ (the bar then never showed).
+        env = {**{k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}, "TTS_ADMIN_TOKEN": "tok"}
         return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
 
     with serving(create_app(service), free_port) as url:
