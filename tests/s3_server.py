@@ -86,19 +86,36 @@ class S3Server:
             except OSError:
                 time.sleep(0.05)
         if bucket:
-            self.create_bucket()
+            self.create_bucket(deadline)
         return self
 
-    def create_bucket(self) -> None:
+    def create_bucket(self, deadline: float | None = None) -> None:
+        """Make the bucket; tried again until ``deadline`` (monotonic): a server just
+        started on a loaded machine can miss the client's short time-out once."""
+        import httpx
+
         from lib.config.objects import parse_objects_url
-        from lib.objects.client import ObjectClient
+        from lib.objects.client import ObjectClient, S3Error
         from lib.objects.sigv4 import Credentials
 
-        client = ObjectClient(parse_objects_url(self.url()), Credentials(ACCESS_KEY, SECRET_KEY))
-        try:
-            client.create_bucket()
-        finally:
-            client.close()
+        deadline = deadline if deadline is not None else time.monotonic() + 30
+        retried = False
+        while True:
+            client = ObjectClient(parse_objects_url(self.url()), Credentials(ACCESS_KEY, SECRET_KEY))
+            try:
+                client.create_bucket()
+                return
+            except S3Error as exc:
+                if exc.status == 409 and retried:  # the timed-out try made it after all
+                    return
+                raise
+            except httpx.TimeoutException:
+                if time.monotonic() > deadline:
+                    raise
+                retried = True
+            finally:
+                client.close()
+            time.sleep(0.2)
 
     def faults(self, *, delay: float = 0.0, status: int = 0) -> None:
         """Make every S3 request wait ``delay`` seconds and/or answer ``status``."""
