@@ -1214,14 +1214,28 @@ def test_the_play_queue_survives_a_reload_plays_in_order_with_repeats_and_chime_
     assert queue_audio(page)["time"] == stopped["time"]  # not advancing
     expect(page.locator("#play-queue .queue-playing")).to_have_count(0)
 
-    # Space, with the focus on no field: plays the queue, and stops it.
+    # Space, with the focus on no field: plays the queue (stopping the result player: one
+    # player at a time), and stops it.
+    result_paused = "() => document.querySelector('#result-audio audio').paused"
+    synthesise(page)  # a result in the result player (none since the reload)
+    page.evaluate("() => document.querySelector('#result-audio audio').play()")
+    page.wait_for_function(f"!({result_paused})()", timeout=30_000, polling=50)
     page.evaluate("() => document.activeElement && document.activeElement.blur()")
     page.keyboard.press(" ")
     page.wait_for_function("() => !document.querySelector('#queue-audio').paused", timeout=60_000, polling=50)
     expect(items.nth(0)).to_have_class(re.compile("queue-playing"))
+    page.wait_for_function(result_paused, timeout=10_000, polling=50)
     page.keyboard.press(" ")
     expect(page.locator("#play-queue .queue-status")).to_contain_text("Stopped")
     assert queue_audio(page)["paused"]
+    # Another player that starts stops the queue.
+    page.locator("#play-queue [data-queue=play]").click()
+    page.wait_for_function("() => !document.querySelector('#queue-audio').paused", timeout=60_000, polling=50)
+    page.evaluate("() => document.querySelector('#result-audio audio').play()")
+    expect(page.locator("#play-queue .queue-status")).to_contain_text("Stopped", timeout=30_000)
+    assert queue_audio(page)["paused"]
+    page.keyboard.press("Escape")
+    page.wait_for_function(result_paused, timeout=10_000, polling=50)
     # In the text box Space types a space: the queue does not start.
     text = page.locator("#tts-text textarea")
     text.fill("空格")
@@ -1238,6 +1252,14 @@ def test_the_play_queue_survives_a_reload_plays_in_order_with_repeats_and_chime_
     page.wait_for_function("() => window.ttsQueue !== undefined", timeout=30_000)
     expect(page.locator("#play-queue .queue-empty")).to_be_visible()
     expect(items).to_have_count(0)
+    # With the queue empty, Space plays and pauses the result player.
+    synthesise(page)
+    page.wait_for_function(result_paused, timeout=60_000, polling=50)  # the result's own play is over
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    page.keyboard.press(" ")
+    page.wait_for_function(f"!({result_paused})()", timeout=30_000, polling=50)
+    page.keyboard.press(" ")
+    page.wait_for_function(result_paused, timeout=10_000, polling=50)
 
 
 # -- the README's screenshots ----------------------------------------------------------------
