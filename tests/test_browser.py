@@ -1157,7 +1157,14 @@ def test_the_play_queue_survives_a_reload_plays_in_order_with_repeats_and_chime_
     is marked and skipped. Esc stops it; Space (focus not in a field) plays and stops it."""
     from playwright.sync_api import expect
 
+    status = page.locator("#play-queue .queue-status")
+    page.locator("#queue-add").click()  # nothing to add yet: it says so
+    expect(status).to_contain_text("Synthesise first")
     first = add_result_to_queue(page, f"请一号顾客到窗口 {viewport}")
+    page.locator("#queue-repeat input").fill("21")  # over the limit: refused, nothing added
+    page.locator("#queue-add").click()
+    expect(status).to_contain_text("a whole number from 1 to 20")
+    expect(page.locator("#play-queue .queue-item")).to_have_count(1)
     second = add_result_to_queue(page, f"请二号顾客到窗口 {viewport}", repeat=2, chime=True)
     # An item whose audio is gone (evicted since it was queued): its key has no entry.
     gone = "0" * 32
@@ -1243,6 +1250,19 @@ def test_the_play_queue_survives_a_reload_plays_in_order_with_repeats_and_chime_
     expect(text).to_have_value("空格 ")
     page.wait_for_timeout(300)
     assert queue_audio(page)["paused"]
+
+    # Reordered, removed and edited in place: kept as changed across a reload.
+    items.nth(0).locator("[data-queue=down]").click()
+    expect(items.nth(1)).to_contain_text(f"请一号顾客到窗口 {viewport}")
+    items.nth(0).locator("[data-queue=remove]").click()  # the gone one
+    expect(items).to_have_count(2)
+    items.nth(1).locator("[data-edit=repeat]").fill("3")
+    items.nth(1).locator("[data-edit=repeat]").press("Tab")
+    page.reload()
+    page.locator("#generate").wait_for(timeout=60_000)
+    expect(items).to_have_count(2, timeout=30_000)
+    expect(items.nth(0)).to_contain_text(f"请一号顾客到窗口 {viewport}")
+    expect(items.nth(1).locator("[data-edit=repeat]")).to_have_value("3")
 
     # Clear empties it, for good (a reload finds it empty).
     page.locator("#play-queue [data-queue=clear]").click()
