@@ -195,9 +195,11 @@ def _synthesise_tab(h: Handlers, token: gr.Textbox) -> tuple[gr.Radio, gr.Dropdo
             with gr.Row(elem_id="takes-controls"):
                 try_takes = gr.Button("试听多个版本 Try takes", elem_id="try-takes", scale=2, min_width=160)
                 takes_n = gr.Slider(2, MAX_UI_TAKES, value=3, step=1, label="版本数 Takes", elem_id="takes-n", scale=1)
-            queue_panel()  # 播放队列 Queue: the announcements of the day, in order
     form = [mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache]
     takes_section(TakesPanel(h), try_takes, takes_n, form, token)  # N takes of the form, side by side
+    # 播放队列 Queue: the announcements of the day, in order (full width: in the result
+    # column it made the column taller than the form, which then no longer stuck beside it).
+    queue_panel()
     with gr.Accordion("最近结果（本页会话）Recent results in this session", elem_id="history"), gr.Row():
         players = [
             gr.Audio(
