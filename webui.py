@@ -50,6 +50,7 @@ from lib.ui.health import TITLE, live_health
 from lib.ui.page import PageLanguage
 from lib.ui.plots import WINDOWS
 from lib.ui.preload_tab import background_progress, preload_tab
+from lib.ui.queue import QUEUE_JS, queue_add_row, queue_panel
 from lib.ui.readings_panel import ReadingsPanel, reading_line, readings_panel
 from lib.ui.signin import signin_section
 from lib.ui.takes_panel import MAX_UI_TAKES, TakesPanel, review_section, takes_section
@@ -91,6 +92,7 @@ def build_demo(
                 refresh_cache(preloaded.success)  # the figures say what the preload did
         background_progress(preload or BackgroundPreload.none(), banner, startup, demo)
         live_health(service, header, health, demo)
+        demo.load(None, js=QUEUE_JS)  # the play queue (lib.ui.queue): kept in the browser
         demo.load(lambda: h.voice_updates()[:2], outputs=[voice, delete_pick], api_visibility="private")
     return demo
 
@@ -188,12 +190,16 @@ def _synthesise_tab(h: Handlers, token: gr.Textbox) -> tuple[gr.Radio, gr.Dropdo
                 waveform_options=gr.WaveformOptions(show_recording_waveform=False),
             )
             details = gr.Markdown(elem_id="result-details")
+            queue_add_row()  # the result into the play queue (repeat count, chime)
             # Under the result (the result keeps its place under the button on a phone).
             with gr.Row(elem_id="takes-controls"):
                 try_takes = gr.Button("试听多个版本 Try takes", elem_id="try-takes", scale=2, min_width=160)
                 takes_n = gr.Slider(2, MAX_UI_TAKES, value=3, step=1, label="版本数 Takes", elem_id="takes-n", scale=1)
     form = [mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache]
     takes_section(TakesPanel(h), try_takes, takes_n, form, token)  # N takes of the form, side by side
+    # 播放队列 Queue: the announcements of the day, in order (full width: in the result
+    # column it made the column taller than the form, which then no longer stuck beside it).
+    queue_panel()
     with gr.Accordion("最近结果（本页会话）Recent results in this session", elem_id="history"), gr.Row():
         players = [
             gr.Audio(

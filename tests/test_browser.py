@@ -176,13 +176,16 @@ def page(open_page: Callable[[str], Page], app: tuple[str, TTSService]) -> Page:
 
 def in_view(page: Page, locator: Locator, timeout: float = 15_000) -> bool:
     """Whether ``locator`` is (or comes, within ``timeout`` ms: a smooth scroll or a
-    re-layout under load) wholly inside the viewport, as the operator sees it."""
+    re-layout under load) wholly inside the viewport, as the operator sees it. Within a
+    pixel: an element scrolled to the top edge sits at a fraction of a pixel above it when
+    the layout above it has fractional heights (-0.36 px on a phone once)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     try:
         page.wait_for_function(
             """(e) => { const b = e.getBoundingClientRect();
-              return b.top >= 0 && b.bottom <= window.innerHeight && b.left >= 0 && b.left <= window.innerWidth; }""",
+              return b.top >= -1 && b.bottom <= window.innerHeight + 1 && b.left >= -1
+                && b.left <= window.innerWidth; }""",
             arg=locator.element_handle(timeout=timeout),
             timeout=timeout,
             polling=100,
@@ -297,8 +300,13 @@ def test_the_result_column_stays_in_view_while_the_form_scrolls(page: Page, view
 
     if viewport == "phone":
         pytest.skip("one column on a phone: the result is scrolled into view on a press instead")
+    # Scrolled until the form's last fields are at the bottom edge of the screen (not to
+    # the bottom of the page: the play queue and the recent results follow the form, and
+    # past the form's end the column goes with it, as any sticky element does).
     page.locator("#use-cache").scroll_into_view_if_needed()
-    page.mouse.wheel(0, 2000)  # to the bottom: the last fields of the form
+    box, size = page.locator("#use-cache").bounding_box(), page.viewport_size
+    assert box is not None and size is not None
+    page.mouse.wheel(0, box["y"] + box["height"] - size["height"] + 2)
     page.wait_for_timeout(300)
     assert page.evaluate("window.scrollY") > 200
     assert in_view(page, page.locator("#generate")), "the button scrolled away with the form"
@@ -1103,6 +1111,183 @@ def test_try_takes_shows_n_players_and_approve_makes_the_next_press_approved(pag
     expect(page.locator("#takes-withdraw")).to_have_count(0)
     synthesise(page)
     expect(page.locator("#approved-badge")).to_have_count(0)  # the default seed's render again
+
+
+# -- the play queue (issue 34, item 9) --------------------------------------------------------
+
+# Notes what the queue's player does: each play and end with its source, and each status
+# line (the chime says so); installed again after a reload.
+_QUEUE_EARS = """
+() => {
+  window.__heard = [];
+  for (const type of ["play", "ended"]) {
+    document.addEventListener(type, (e) => {
+      if (e.target.id === "queue-audio") window.__heard.push([type, e.target.getAttribute("src")]);
+    }, true);
+  }
+  const status = document.querySelector("#play-queue .queue-status");
+  new MutationObserver(() => window.__heard.push(["status", status.textContent]))
+    .observe(status, { childList: true, characterData: true, subtree: true });
+}
+"""
+
+
+def queue_audio(page: Page) -> dict[str, Any]:
+    state: dict[str, Any] = page.evaluate(
+        "() => { const a = document.querySelector('#queue-audio');"
+        " return { paused: a.paused, time: a.currentTime, src: a.getAttribute('src') }; }"
+    )
+    return state
+
+
+def add_result_to_queue(page: Page, text: str, *, repeat: int = 1, chime: bool = False) -> str:
+    """Synthesise ``text`` and queue its result; the result's key."""
+    from playwright.sync_api import expect
+
+    page.locator("#tts-text textarea").fill(text)
+    synthesise(page)
+    key = str(badge(page).get_attribute("data-key"))
+    page.locator("#queue-repeat input").fill(str(repeat))
+    if page.locator("#queue-chime input").is_checked() != chime:
+        page.locator("#queue-chime input").click()
+    count = page.locator("#play-queue .queue-item").count()
+    page.locator("#queue-add").click()
+    expect(page.locator("#play-queue .queue-item")).to_have_count(count + 1)
+    return key
+
+
+def test_the_play_queue_survives_a_reload_plays_in_order_with_repeats_and_chime_and_stops_on_keys(
+    page: Page, viewport: str
+) -> None:
+    """Two phrases queued (the second twice, with a chime), the page reloaded: the queue is
+    still there, and Play queue plays the first once, the chime, then the second twice, each
+    by its stable /api/audio URL in the one queue player; an item whose audio is gone (404)
+    is marked and skipped. Esc stops it; Space (focus not in a field) plays and stops it."""
+    from playwright.sync_api import expect
+
+    status = page.locator("#play-queue .queue-status")
+    page.locator("#queue-add").click()  # nothing to add yet: it says so
+    expect(status).to_contain_text("Synthesise first")
+    first = add_result_to_queue(page, f"请一号顾客到窗口 {viewport}")
+    page.locator("#queue-repeat input").fill("21")  # over the limit: refused, nothing added
+    page.locator("#queue-add").click()
+    expect(status).to_contain_text("a whole number from 1 to 20")
+    expect(page.locator("#play-queue .queue-item")).to_have_count(1)
+    second = add_result_to_queue(page, f"请二号顾客到窗口 {viewport}", repeat=2, chime=True)
+    # An item whose audio is gone (evicted since it was queued): its key has no entry.
+    gone = "0" * 32
+    page.evaluate(
+        """([key, gone]) => { const items = JSON.parse(localStorage.getItem(key));
+          items.splice(1, 0, { ...items[0], id: "gone-1", url: `/api/audio/${gone}.wav`, text: "已清理 evicted" });
+          localStorage.setItem(key, JSON.stringify(items)); }""",
+        ["tts-play-queue-v1", gone],
+    )
+    page.reload()
+    page.locator("#generate").wait_for(timeout=60_000)
+    items = page.locator("#play-queue .queue-item")
+    expect(items).to_have_count(3, timeout=30_000)  # kept by the browser
+    expect(items.nth(0)).to_contain_text(f"请一号顾客到窗口 {viewport}")
+    expect(items.nth(2)).to_contain_text(f"请二号顾客到窗口 {viewport}")
+    expect(items.nth(2).locator("[data-edit=repeat]")).to_have_value("2")
+    expect(items.nth(2).locator("[data-edit=chime]")).to_be_checked()
+    expect(items.nth(0).locator("[data-edit=chime]")).not_to_be_checked()
+    page.evaluate(_QUEUE_EARS)
+
+    page.locator("#play-queue [data-queue=play]").click()
+    expect(items.nth(2)).to_have_class(re.compile("queue-playing"), timeout=60_000)  # the item playing is marked
+    expect(page.locator("#play-queue .queue-status")).to_contain_text("Queue played", timeout=60_000)
+    heard = page.evaluate("window.__heard")
+    one, two = f"/api/audio/{first}.wav", f"/api/audio/{second}.wav"
+    played = [
+        (kind, src) if kind != "status" else ("chime", "") for kind, src in heard if kind != "status" or "Chime" in src
+    ]
+    # Before the first play no chime; the gone item's failed load plays nothing.
+    assert [e for e in played if e[1] != f"/api/audio/{gone}.wav"] == [
+        ("play", one),
+        ("ended", one),
+        ("chime", ""),
+        ("play", two),
+        ("ended", two),
+        ("play", two),
+        ("ended", two),
+    ], heard
+    expect(items.nth(1)).to_have_class(re.compile("queue-gone"))
+    expect(items.nth(1)).to_contain_text("404")
+    expect(page.locator("#play-queue .queue-playing")).to_have_count(0)
+
+    # Esc stops it: paused, and it stays where it stopped.
+    page.locator("#play-queue [data-queue=play]").click()
+    page.wait_for_function(
+        "() => { const a = document.querySelector('#queue-audio'); return !a.paused && a.currentTime > 0.2; }",
+        timeout=60_000, polling=50,
+    )  # fmt: skip
+    page.keyboard.press("Escape")
+    expect(page.locator("#play-queue .queue-status")).to_contain_text("Stopped")
+    stopped = queue_audio(page)
+    assert stopped["paused"] and stopped["src"] == one
+    page.wait_for_timeout(600)
+    assert queue_audio(page)["time"] == stopped["time"]  # not advancing
+    expect(page.locator("#play-queue .queue-playing")).to_have_count(0)
+
+    # Space, with the focus on no field: plays the queue (stopping the result player: one
+    # player at a time), and stops it.
+    result_paused = "() => document.querySelector('#result-audio audio').paused"
+    synthesise(page)  # a result in the result player (none since the reload)
+    page.evaluate("() => document.querySelector('#result-audio audio').play()")
+    page.wait_for_function(f"!({result_paused})()", timeout=30_000, polling=50)
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    page.keyboard.press(" ")
+    page.wait_for_function("() => !document.querySelector('#queue-audio').paused", timeout=60_000, polling=50)
+    expect(items.nth(0)).to_have_class(re.compile("queue-playing"))
+    page.wait_for_function(result_paused, timeout=10_000, polling=50)
+    page.keyboard.press(" ")
+    expect(page.locator("#play-queue .queue-status")).to_contain_text("Stopped")
+    assert queue_audio(page)["paused"]
+    # Another player that starts stops the queue.
+    page.locator("#play-queue [data-queue=play]").click()
+    page.wait_for_function("() => !document.querySelector('#queue-audio').paused", timeout=60_000, polling=50)
+    page.evaluate("() => document.querySelector('#result-audio audio').play()")
+    expect(page.locator("#play-queue .queue-status")).to_contain_text("Stopped", timeout=30_000)
+    assert queue_audio(page)["paused"]
+    page.keyboard.press("Escape")
+    page.wait_for_function(result_paused, timeout=10_000, polling=50)
+    # In the text box Space types a space: the queue does not start.
+    text = page.locator("#tts-text textarea")
+    text.fill("空格")
+    text.press(" ")
+    expect(text).to_have_value("空格 ")
+    page.wait_for_timeout(300)
+    assert queue_audio(page)["paused"]
+
+    # Reordered, removed and edited in place: kept as changed across a reload.
+    items.nth(0).locator("[data-queue=down]").click()
+    expect(items.nth(1)).to_contain_text(f"请一号顾客到窗口 {viewport}")
+    items.nth(0).locator("[data-queue=remove]").click()  # the gone one
+    expect(items).to_have_count(2)
+    items.nth(1).locator("[data-edit=repeat]").fill("3")
+    items.nth(1).locator("[data-edit=repeat]").press("Tab")
+    page.reload()
+    page.locator("#generate").wait_for(timeout=60_000)
+    expect(items).to_have_count(2, timeout=30_000)
+    expect(items.nth(0)).to_contain_text(f"请一号顾客到窗口 {viewport}")
+    expect(items.nth(1).locator("[data-edit=repeat]")).to_have_value("3")
+
+    # Clear empties it, for good (a reload finds it empty).
+    page.locator("#play-queue [data-queue=clear]").click()
+    expect(items).to_have_count(0)
+    page.reload()
+    page.locator("#generate").wait_for(timeout=60_000)
+    page.wait_for_function("() => window.ttsQueue !== undefined", timeout=30_000)
+    expect(page.locator("#play-queue .queue-empty")).to_be_visible()
+    expect(items).to_have_count(0)
+    # With the queue empty, Space plays and pauses the result player.
+    synthesise(page)
+    page.wait_for_function(result_paused, timeout=60_000, polling=50)  # the result's own play is over
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    page.keyboard.press(" ")
+    page.wait_for_function(f"!({result_paused})()", timeout=30_000, polling=50)
+    page.keyboard.press(" ")
+    page.wait_for_function(result_paused, timeout=10_000, polling=50)
 
 
 # -- the README's screenshots ----------------------------------------------------------------

@@ -298,6 +298,33 @@ def test_a_composed_answer_of_cached_pieces_only_is_a_hit() -> None:
     assert 'data-live="1"' in badge_html("MISS", live=True) and 'data-live="0"' in badge_html("MISS")
 
 
+def test_the_badge_says_what_the_play_queue_takes_and_a_stored_result_is_served_by_its_url(
+    service: TTSService, http: Any, tmp_path: Path
+) -> None:
+    """The play queue (lib.ui.queue) queues a result by the badge's data: its key, text and
+    voice, and whether it is stored under its key. A stored one (MISS, then HIT) is served
+    by ``/api/audio/<key>.wav``, the URL the queue keeps; a bypass is not (the queue takes
+    the player's file)."""
+    h = Handlers(service, tmp_path / "hot.json")
+    page = SimpleNamespace(client=SimpleNamespace(host="127.0.0.1"), session_hash="queue")
+    quiet = {"progress": lambda *a, **k: None}
+
+    def badge_data(text: str, *, use_cache: bool = True) -> dict[str, str]:
+        form = ["preset", None, "tone-low", "", text, "", "", 1.0, "mp3", use_cache, []]
+        _, badge, *_ = h.synthesise(*form, page, **quiet)  # type: ignore[arg-type]
+        return dict(re.findall(r'data-(\w+)="([^"]*)"', badge))
+
+    for cache in ("MISS", "HIT"):
+        data = badge_data("请到3号窗口 <b>")
+        assert data["cache"] == cache and data["stored"] == "1", data
+        assert data["text"] == "请到3号窗口 &lt;b&gt;" and data["voice"] == "tone-low"
+        served = http.get(f"/api/audio/{data['key']}.wav")  # a wav, whatever the form's format
+        assert served.status_code == 200 and served.headers["content-type"] == "audio/wav"
+    bypass = badge_data("不缓存 Not cached", use_cache=False)
+    assert bypass["cache"] == "BYPASS" and bypass["stored"] == "0"
+    assert http.get(f"/api/audio/{bypass['key']}.wav").status_code == 404
+
+
 def test_style_notice_lists_the_unknown_words() -> None:
     assert style_notice({"ignored_style_words": []}) == ""
     notice = style_notice({"ignored_style_words": ["grumpy", "紫色"]})

@@ -299,8 +299,15 @@ class Handlers(CacheHandlers):
         }
         kept = [h for h in (history or []) if h.get("path") != item["path"]]
         approved = result.take == "approved"
+        # For the play queue: a result stored under its key is queued by /api/audio/<key>.wav
+        # (immutable); another (composed, bypass) by its file (lib.ui.queue).
+        queued = {
+            "key": result.key, "stored": str(int(result.cache in ("HIT", "MISS"))), "text": _words(req),
+            "voice": req.voice or "",
+        }  # fmt: skip
+        badge = badge_html(shown_cache(result), live=live, info=result.info, approved=approved, queued=queued)
         return (
-            str(path), badge_html(shown_cache(result), live=live, info=result.info, approved=approved),
+            str(path), badge,
             details_markdown(result, name),
             gr.update(value=notice, visible=bool(notice)), [item, *kept][:HISTORY],
         )  # fmt: skip

@@ -87,7 +87,7 @@ def shown_cache(result: SynthesisResult) -> str:
 
 def badge_html(
     cache: str, *, live: bool = False, info: Mapping[str, Any] | None = None, approved: bool = False,
-    making: bool = False,
+    making: bool = False, queued: Mapping[str, str] | None = None,
 ) -> str:  # fmt: skip
     """The HIT/MISS/BYPASS pill and what it means; empty before a result. ``live``: the
     result was played live (``data-live``: the page script does not play its file
@@ -95,7 +95,9 @@ def badge_html(
     ``first-sound`` span is filled by the page script with the time until the operator
     heard the result. ``approved``: the answer is the phrase's approved take (lib.takes),
     said as 已审核 Approved next to the pill. ``making``: still being made while it plays
-    (not yet stored: the words say so); ``FAILED``: a live result that failed part-way."""
+    (not yet stored: the words say so); ``FAILED``: a live result that failed part-way.
+    ``queued``: what the play queue's Add button takes from this result (``key``,
+    ``stored``, ``text``, ``voice``; lib.ui.queue), as ``data-`` attributes."""
     if not cache:
         return ""
     colour = BADGE_COLOURS.get(cache, "#475569")
@@ -106,7 +108,8 @@ def badge_html(
     return (
         f'<div class="cache-result"><span class="cache-badge" id="cache-badge-value" data-cache="{html.escape(cache)}" '
         f'data-live="{int(live)}" '
-        f'style="background:{colour};color:#fff;padding:4px 14px;border-radius:999px;font-weight:700">'
+        + "".join(f'data-{name}="{html.escape(value)}" ' for name, value in (queued or {}).items())
+        + f'style="background:{colour};color:#fff;padding:4px 14px;border-radius:999px;font-weight:700">'
         f"{html.escape(cache)}</span> "
         + ('<span class="approved-badge" id="approved-badge">已审核 Approved</span> ' if approved else "")
         + f"<span>{html.escape(words)}</span> "
