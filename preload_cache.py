@@ -70,7 +70,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    from lib.batch.preload import PreloadReport, preload, print_report, progress_bar
+    from lib.batch.preload import advance, preload, print_report, progress_bar
     from lib.cli import config_from_args
     from lib.compose.templates import load_templates
     from lib.errors import ConfigError, TTSError
@@ -113,11 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr, flush=True,
         )  # fmt: skip
     bar = progress_bar(len(requests) + sum(len(service.templates.pieces(t)) for t in templates))
-
-    def progress(report: PreloadReport) -> None:
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix_str(f"{report.generated} new, {report.cached} cached, {report.failed} failed")
+    progress = advance(bar)
 
     try:
         report = preload(service, requests, workers=args.workers, force=args.force, dry_run=args.dry_run,
@@ -137,7 +133,7 @@ def _remote(server: str, token: str | None, requests: list[PhraseRequest], templ
     """The list as batch jobs of ``server``, followed with the progress bar."""
     import httpx
 
-    from lib.batch.preload import PreloadReport, print_report, progress_bar
+    from lib.batch.preload import advance, print_report, progress_bar
     from lib.batch.remote import RemoteRefusal, run_remote
 
     if templates:
@@ -147,11 +143,7 @@ def _remote(server: str, token: str | None, requests: list[PhraseRequest], templ
             file=sys.stderr,
         )
     bar = progress_bar(len(requests))
-
-    def progress(report: PreloadReport) -> None:
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix_str(f"{report.generated} new, {report.cached} cached, {report.failed} failed")
+    progress = advance(bar)
 
     try:
         report = run_remote(server.rstrip("/"), token, requests, on_done=progress)

@@ -35,7 +35,7 @@ from lib.takes.records import pcm_digest
 if TYPE_CHECKING:
     from lib.pipeline.service import TTSService
 
-__all__ = ["PreloadReport", "preload", "print_report", "progress_bar"]
+__all__ = ["PreloadReport", "advance", "preload", "print_report", "progress_bar"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -111,6 +111,18 @@ def progress_bar(total: int) -> Any:
     except ImportError:  # pragma: no cover - tqdm comes with gradio
         return None
     return tqdm(total=total, unit="phrase", file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
+
+
+def advance(bar: Any) -> Callable[[PreloadReport], None]:
+    """The ``on_done`` of a preload (local or remote) that moves ``bar`` (None: nothing)
+    and shows the counts so far."""
+
+    def progress(report: PreloadReport) -> None:
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(f"{report.generated} new, {report.cached} cached, {report.failed} failed")
+
+    return progress
 
 
 def preload(

@@ -23,18 +23,15 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Counter
 from typing_extensions import TypedDict
 
-from lib.config.tenants import TenantsConfig
+from lib.config.tenants import LIMIT_NAMES, TenantsConfig
 from lib.errors import ConflictError, NotFoundError, RateLimitedError, StoreUnavailableError, ValidationError
 from lib.tenants.local import LocalTenants
 from lib.tenants.records import ANONYMOUS, Limits, TenantRecord, check_name, hash_key, new_key
 
-__all__ = ["USAGE_FIELDS", "Account", "MissTicket", "SharedTenants", "Tenants", "UsageRow", "acting", "current_account"]
+__all__ = ["Account", "MissTicket", "SharedTenants", "Tenants", "UsageRow", "acting", "current_account"]
 
 _LOGGER = logging.getLogger(__name__)
 
-USAGE_FIELDS = (
-    "requests", "hits", "misses", "synth_chars", "engine_seconds", "audio_seconds", "engine_seconds_saved",
-)  # fmt: skip
 #: A slot of ``concurrent_misses`` is given back at the end of its miss, or after this
 #: long if its holder died (a replica killed mid-miss).
 _SLOT_LEASE = 3600.0
@@ -425,8 +422,6 @@ class Tenants:
 
 def parse_limits(body: dict[str, Any]) -> dict[str, object]:
     """The limits a ``POST /api/keys`` body gives (unknown fields refused)."""
-    from lib.config.tenants import LIMIT_NAMES
-
     unknown = sorted(set(body) - {"name", *LIMIT_NAMES})
     if unknown:
         raise ValidationError(f"{unknown[0]}: unknown field; a key takes name and {', '.join(LIMIT_NAMES)}")
