@@ -165,3 +165,18 @@ def test_number_readers() -> None:
     assert zh_number("-3.05") == "负三点零五"
     assert en_year(2005) == "two thousand five" and en_year(2025) == "twenty twenty-five"
     assert en_year(1905) == "nineteen oh five" and en_ordinal(12) == "twelfth"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Train 4512, platform 7, now.", ["train", "four five one two", ",", "platform", "seven", ",", "now"]),
+        ("It costs $4,500, thanks.", ["it", "costs", "four thousand five hundred dollars", ",", "thanks"]),
+        ("We have 4,512 seats.", ["we", "have", "four thousand five hundred and twelve", "seats"]),
+    ],
+)
+def test_a_comma_after_an_english_number_stays_a_pause(front: FrontEnd, text: str, expected: list[str]) -> None:
+    """A number's digits take a comma only between digit groups: the comma after it is the
+    clause's pause (it once vanished into the number, and the clause ran on)."""
+    tokens = [t for t in front.read(text).tokens if t.reading != "."]
+    assert [t.reading.strip() for t in tokens] == expected

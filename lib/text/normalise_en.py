@@ -30,14 +30,14 @@ _LOGGER = logging.getLogger(__name__)
 _PATTERN = re.compile(
     r"(?P<time>(?<![\d:.])(?P<hh>[01]?\d|2[0-3]):(?P<mm>[0-5]\d)(?![\d:])(?: ?(?P<ap>[AaPp])\.? ?[Mm]\.?(?![A-Za-z]))?)"
     r"|(?P<phone>(?<![\d-])(?:\d{3}-)?\d{3}-\d{4}(?![\d-]))"
-    r"|(?P<money>(?P<cur>[$€£¥]) ?(?P<mint>\d[\d,]*)(?:\.(?P<mdec>\d+))?(?! ?\d))"
+    r"|(?P<money>(?P<cur>[$€£¥]) ?(?P<mint>\d(?:\d|,(?=\d))*)(?:\.(?P<mdec>\d+))?(?! ?\d))"
     r"|(?P<ord>(?P<onum>\d+)(?:st|nd|rd|th)(?![A-Za-z]))"
     r"|(?P<frac>(?P<fsign>(?<![0-9A-Za-z.])-)?(?<![\d/⁄])(?P<fa>[1-9])[/⁄](?P<fb>10|[2-9])(?![\d/⁄]))"
     r"|(?P<pct>(?P<pnum>-?\d+(?:\.\d+)?) ?%)"
     r"|(?P<temp>(?P<tnum>-?\d+(?:\.\d+)?) ?° ?(?P<tunit>[CF])?)"
     r"|(?P<unit>(?P<unum>-?\d+(?:\.\d+)?) ?(?P<uname>km/h|kg|km|cm|mm|ml|mL|m|g|L|h|min)(?![A-Za-z]))"
     r"|(?P<code>(?<![A-Za-z])(?P<cl>[A-Z]{1,3})-?(?P<cd>\d+)(?![\d.A-Za-z]))"
-    r"|(?P<num>(?P<nnum>(?<![0-9A-Za-z.])-?\d[\d,]*(?:\.\d+)?|(?<![^\s(])-?\.\d+|\d+))"
+    r"|(?P<num>(?P<nnum>(?<![0-9A-Za-z.])-?\d(?:\d|,(?=\d))*(?:\.\d+)?|(?<![^\s(])-?\.\d+|\d+))"
     r"|(?P<abbr>(?<![A-Za-z])(?P<aw>Dr|Mr|Mrs|Ms|St|No|Nos|Jr|Sr|Ave|Rd|Blvd|Mt|Ft|Prof|Capt|Lt|Gen|vs|etc|approx|Tel)\.)"
     r"|(?P<word>[A-Za-z]+(?:'[A-Za-z]+)?)"
 )
