@@ -96,6 +96,7 @@ class TemplateBook:
         self.finish = finish
         self._lock = threading.Lock()
         self._compiled: dict[str, _Compiled] = {}
+        self._fields: tuple[object, list[tuple[KeyFields, str]]] | None = None
 
     @classmethod
     def configured(
@@ -227,6 +228,31 @@ class TemplateBook:
             elif at < end and pos > start:
                 return ""  # one word with the fixed text ("2点" read as one): the value alone
         return Reading(tuple(inside), reading.language).spoken.strip()
+
+    def piece_fields(self, revision: str = "") -> list[tuple[KeyFields, str]]:
+        """The key fields of every piece of every template, each with what an operator
+        calls it (the piece's text and the template's voice): what the Cache tab counts
+        as ready (:class:`lib.ops.upgrade.Readiness`). Kept while the templates and
+        ``revision`` (the lexicon's version: an edit re-keys pieces) stay the same."""
+        with self._lock:
+            compiled = list(self._compiled.values())
+            stamp = (tuple(c.template.id for c in compiled), revision)
+            if self._fields is not None and self._fields[0] == stamp:
+                return self._fields[1]
+        fields: dict[str, tuple[KeyFields, str]] = {}
+        for c in compiled:
+            try:
+                for text in self.pieces(c.template):
+                    piece = self.piece_request(c.template, text)
+                    if piece is not None:
+                        label = f"模板片段 template piece「{cut_text(text)}」（{c.template.voice}）"
+                        fields.setdefault(piece.key, (piece.fields, label))
+            except TTSError as exc:  # a piece this engine cannot say is not counted
+                _LOGGER.info("template %s: its pieces are not counted (%s)", c.template.entry, exc)
+        out = list(fields.values())
+        with self._lock:
+            self._fields = (stamp, out)
+        return out
 
     def piece_request(self, template: Template, text: str) -> Resolved | None:
         """The resolved request of one raw piece of ``template`` (None if its voice

@@ -183,6 +183,7 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
         composer.finish,
         lambda text, voice, language: readings.read(text, voice=voice, language=language),
     )
+    readiness.pieces = lambda: templates.piece_fields(readings.version)  # counted with the hot phrases
     refiner = Refiner(lambda r: composer.make(r), on_event=lambda event: metrics.refines.labels(event).inc())
     prewarm: threading.Thread | None = None
     if config.voices.prewarm:
