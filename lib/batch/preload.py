@@ -38,7 +38,16 @@ from lib.takes.records import pcm_digest
 if TYPE_CHECKING:
     from lib.pipeline.service import TTSService
 
-__all__ = ["FailureRow", "PreloadReport", "advance", "make_missing", "preload", "print_report", "progress_bar"]
+__all__ = [
+    "FailureRow",
+    "PreloadReport",
+    "advance",
+    "make_missing",
+    "phrase_label",
+    "preload",
+    "print_report",
+    "progress_bar",
+]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -212,7 +221,7 @@ def preload(
             else:
                 report.failed += 1
                 report.failures.append((item.entry, message))
-                report.labels[item.entry] = _label(item)
+                report.labels[item.entry] = phrase_label(item)
             report.seconds = time.perf_counter() - started
             if on_done is not None:
                 on_done(report)
@@ -246,7 +255,7 @@ def make_missing(service: TTSService, *, caller: Caller, workers: int = 1) -> Pr
     return report
 
 
-def _label(item: PhraseRequest | _Piece) -> str:
+def phrase_label(item: PhraseRequest | _Piece) -> str:
     """The phrase as an operator knows it: its text and voice."""
     if isinstance(item, _Piece):
         return f"模板片段 template piece「{cut_text(item.text)}」（{item.template.voice}）"
