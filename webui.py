@@ -351,6 +351,9 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab, token: gr.Textbox) -> 
         refresh = gr.Button("刷新 Refresh", scale=1, elem_id="refresh")
     stats = gr.Markdown(elem_id="cache-stats")
     with gr.Row():
+        make = gr.Button("生成缺少的 Make the missing ones", elem_id="make-missing", scale=1)
+        made = gr.HTML(elem_id="make-missing-result", js_on_load=None)
+    with gr.Row():
         latency = gr.Plot(label="延迟 Latency (ms, 对数刻度 log scale)", elem_id="latency-plot", min_width=320)
         hit_rate = gr.Plot(label="命中率 Hit rate (%)", elem_id="hit-rate-plot", min_width=320)
     widths: list[str | int] = ["19%", "21%", "36%", "24%"]  # on a phone, wide enough for "Count", "Missed", "female"
@@ -409,6 +412,11 @@ def _cache_tab(h: Handlers, demo: gr.Blocks, tab: gr.Tab, token: gr.Textbox) -> 
         )  # fmt: skip
         done.failure(h.failure_view("admin"), outputs=result, api_visibility="private")
         refresh_after(done.success)
+    making = make.click(lambda: "", outputs=made, queue=False, show_progress="hidden", api_visibility="private").then(
+        h.make_missing, inputs=token, outputs=made, api_name="make_missing", show_progress_on=[made]
+    )
+    making.failure(h.failure_view("make-missing"), outputs=made, api_visibility="private")
+    refresh_after(making.success)
     exporting = export.click(
         h.export_top, inputs=token, outputs=[export_file, export_message], api_name="export_phrases",
         show_progress_on=[export_message],

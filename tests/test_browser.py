@@ -1079,6 +1079,45 @@ def test_one_admin_sign_in_serves_every_admin_action_until_sign_out(
         service.close()
 
 
+def test_the_cache_tab_names_what_is_missing_and_the_admin_makes_it(
+    open_page: Callable[[str], Page], tmp_path: Path
+) -> None:
+    """The Cache tab's line counts the hot phrases and template pieces ready and names
+    the missing ones; *Make the missing ones* is refused without the page's admin
+    sign-in and, signed in, makes them: the line then says all are ready."""
+    from playwright.sync_api import expect
+
+    phrases = tmp_path / "hot.json"
+    phrases.write_text(json.dumps({
+        "voices": {"low": "tone-low"}, "phrases": [{"text": "欢迎光临", "voice": "low"}],
+        "templates": [
+            {"template": "请到{window}号窗口。", "voice": "low", "slots": {"window": {"values": ["2", "10"]}}},
+        ],
+    }, ensure_ascii=False), encoding="utf-8")  # fmt: skip
+    overrides = {"cache.dir": str(tmp_path / "cache"), "engine": "tone", "templates.file": str(phrases)}
+    service = TTSService(load_config(env=NO_ANONYMOUS_LIMITS, overrides=overrides), admin_token="s3cret-ui")
+    try:
+        with serving(webui.create_app(service), _port()) as url:
+            page = open_page(url)
+            open_tab(page, "缓存 Cache")
+            stats, result = page.locator("#cache-stats"), page.locator("#make-missing-result")
+            expect(stats).to_contain_text("就绪 ready 0/1 · 模板片段 template pieces 0/4")
+            expect(stats).to_contain_text("「欢迎光临」（tone-low）")
+            page.locator("#make-missing").click()
+            expect(result).to_contain_text("Admin sign-in at the top of the web UI")
+            open_tab(page, "合成 Synthesise")
+            page.locator("#admin-signin .label-wrap").first.click()
+            sign_in(page, "s3cret-ui", "Signed in as the admin")
+            open_tab(page, "缓存 Cache")
+            page.locator("#make-missing").click()
+            expect(result).to_contain_text("Made 5, 0 already cached, 0 failed")
+            assert in_view(page, result)
+            expect(stats).to_contain_text("就绪 ready 1/1 · 模板片段 template pieces 4/4")
+            expect(stats).not_to_contain_text("缺 missing")
+    finally:
+        service.close()
+
+
 @pytest.mark.parametrize("viewport", ["desktop"])
 def test_try_takes_shows_n_players_and_approve_makes_the_next_press_approved(page: Page) -> None:
     from playwright.sync_api import expect

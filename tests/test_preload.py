@@ -84,7 +84,8 @@ def test_failed_phrases_exit_1_and_are_counted(tmp_path: Path) -> None:
     )  # fmt: skip
     code, out, err = run_preload("--phrases", str(phrases), cache=tmp_path / "c")
     assert code == 1 and summary(out) == (3, 1, 0, 2)
-    assert "phrases[1] failed" in err and "no-such-voice" in err
+    # Each failure by the phrase's text and voice, in Chinese and English, then where and why.
+    assert "preload: 失败 failed: 「lost」（no-such-voice） · phrases[1]: " in err and "no-such-voice" in err
 
 
 @pytest.mark.parametrize(

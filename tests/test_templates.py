@@ -158,6 +158,41 @@ def test_after_the_preload_ticket_calls_need_no_engine(service: TTSService, engi
     assert 'tts_cache_requests_total{result="composed"} 100.0' in service.dashboard.metrics.exposition().decode()
 
 
+UNREAD = {
+    "template": "请{ticket}号顾客到{window}号窗口办理业务。",
+    "voice": "low",
+    "slots": {"ticket": {"pattern": "[A-Z][0-9]{3}", "read": "characters"},
+              "window": {"values": [str(n) for n in range(1, 11)]}},
+}  # fmt: skip
+HOURS = {"template": "本店{hour}点开门。", "voice": "low", "slots": {"hour": {"values": ["2", "9", "10"]}}}
+TRAINS = {"template": "请乘坐{train}次列车。", "voice": "low", "slots": {"train": {"values": ["G4512", "D12"]}}}
+
+
+def test_every_listed_value_of_a_slot_without_read_composes_without_the_engine(
+    tmp_path: Path, engine: ToneEngine
+) -> None:
+    """A slot without ``read`` (read as text): each listed value's piece is made as the
+    sentence reads it, so the preload makes what a composed answer asks for."""
+    svc = make_service(tmp_path, engine, write(tmp_path, document(UNREAD, HOURS, TRAINS)))
+    try:
+        preloaded(svc)
+        calls = engine.calls
+        texts = [f"请B107号顾客到{n}号窗口办理业务。" for n in range(1, 11)]
+        texts += [f"本店{h}点开门。" for h in HOURS["slots"]["hour"]["values"]]
+        texts += [f"请乘坐{t}次列车。" for t in TRAINS["slots"]["train"]["values"]]
+        for text in texts:
+            result = svc.synthesise(TTSRequest(text=text, voice="tone-low"))
+            assert result.cache == "COMPOSED" and result.info["segments_synthesised"] == 0, text
+        assert engine.calls == calls
+        hours, trains = svc.templates.templates()[1:]
+        # Read in the sentence: "2点" is 两点, a train number digit by digit with 幺.
+        assert svc.templates.value_pieces(hours, "hour", "2") == ["两"]
+        assert svc.templates.value_pieces(trains, "train", "G4512") == ["G 四五幺二"]
+        assert "两" in svc.templates.pieces(hours) and "十" in svc.templates.pieces(svc.templates.templates()[0])
+    finally:
+        svc.close()
+
+
 def test_the_dashboard_counts_the_pieces_the_preload_made(service: TTSService, engine: ToneEngine) -> None:
     report = preload(service, [], templates=service.templates.templates(), caller=LOCAL)
     assert report.generated == engine.calls > 0

@@ -39,6 +39,7 @@ from lib.ui.views import (
     admin_sentence,
     badge_html,
     download_name,
+    made_html,
     stats_markdown,
     style_notice,
     tag_choices,
@@ -242,8 +243,23 @@ def test_versions_line_marks_the_serving_version() -> None:
     named = versions_markdown([{**rows[0], "hot_missing": missing}, {**rows[1], "hot_missing": ["「x」（tone-low）"]}])
     assert "缺 missing: 「phrase 0」（tone-low）、" in named
     assert "「phrase 4」（tone-low） 等另 4 条 and 4 more" in named  # 12 - 3 ready - 5 named
-    assert "Press Run preload in the Preload tab to make them" in named
+    assert "生成缺少的 Make the missing ones" in named
     assert "「x」" not in named  # only the serving version's are named
+    pieces = [f"模板片段 template piece「{n}」（tone-low）" for n in "一二"]
+    both = versions_markdown([
+        {**rows[0], "hot_missing": missing[:1], "hot_ready": 11, "pieces_ready": 38, "pieces_total": 40,
+         "pieces_missing": pieces},
+    ])  # fmt: skip
+    assert "就绪 ready 11/12 · 模板片段 template pieces 38/40 · 40 entries" in both
+    assert "缺 missing: 「phrase 0」（tone-low）、模板片段 template piece「一」（tone-low）、" in both
+    assert "「二」（tone-low）." in both  # 1 + 2 missing, all three named
+
+
+def test_make_missing_result_counts_and_names_failures() -> None:
+    line = made_html({"made": 3, "cached": 9, "failed": 1}, ["「请到3号窗口」（nope） · `phrases[4]`: <why>"])
+    assert "已生成 3 条，已缓存 9 条，失败 1 条。Made 3, 9 already cached, 1 failed." in line
+    assert "<li>「请到3号窗口」（nope） · `phrases[4]`: &lt;why&gt;</li>" in line  # escaped
+    assert "Nothing was missing: all 12 are cached" in made_html({"made": 0, "cached": 12, "failed": 0}, [])
 
 
 def test_preload_failures_name_the_phrase_and_say_why_in_both_languages() -> None:

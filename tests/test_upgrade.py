@@ -64,7 +64,7 @@ def test_a_new_version_fills_beside_the_serving_one(config: AppConfig, serving: 
                         "hot_missing": [
                             "「欢迎光临」（tone-low）", "「请A023号顾客到3号窗口办理业务」（tone-high）",
                             "「Mind the gap」（tone-low, seed 0）", "「Mind the gap」（tone-low, seed 1）",
-                        ]},
+                        ], "pieces_ready": 0, "pieces_total": 0, "pieces_missing": []},
     }  # fmt: skip
     serving.synthesise(TTSRequest(text="欢迎光临", voice="tone-low"))  # the serving version answers users
     upgrade = TTSService(config, ToneV2())  # preload_cache.py --model-dir NEW, beside the server
@@ -102,6 +102,7 @@ def test_after_the_switch_the_old_version_is_evicted(config: AppConfig, serving:
         assert rows["tone:tone-2"] == {
             "tag": "tone:tone-2", "engine": "tone", "model_version": "tone-2", "entries": 4,
             "hot_ready": 4, "hot_total": 4, "hot_missing": [], "serving": True,
+            "pieces_ready": 0, "pieces_total": 0, "pieces_missing": [],
         }  # fmt: skip
     finally:
         switched.close()
@@ -135,3 +136,55 @@ def test_the_dashboard_shows_each_version_ready(config: AppConfig, serving: TTSS
     assert "- `tone:tone-1` **（当前 serving）**: 就绪 ready 1/4 · 1 entry" in text
     assert "- `tone:tone-2`: 就绪 ready 4/4 · 4 entries" in text
     assert text.index("tone:tone-1` **") < text.index("`tone:tone-2`")  # the serving version first
+
+
+TEMPLATED = {
+    "voices": {"low": "tone-low"},
+    "phrases": [{"text": "欢迎光临", "voice": "low"}, {"text": "Mind the gap", "voice": "low"}],
+    "templates": [{"template": "请到{window}号窗口。", "voice": "low",
+                   "slots": {"window": {"values": [str(n) for n in range(1, 11)]}}}],
+}  # fmt: skip
+
+
+def test_make_missing_makes_what_the_stats_name_for_the_admin_only(tmp_path: Path) -> None:
+    """``GET /api/cache/stats`` counts the hot phrases and the template pieces ready and
+    names the first missing ones; ``POST /api/cache/make-missing`` (admin: 401 without
+    a token, 403 with a wrong one) makes them, after which every one is ready."""
+    from conftest import in_process
+
+    from lib.api import create_app
+
+    phrases = tmp_path / "hot.json"
+    phrases.write_text(json.dumps(TEMPLATED, ensure_ascii=False), encoding="utf-8")
+    config = load_config(env={}, overrides={
+        "engine": "tone", "cache.dir": str(tmp_path / "c"), "templates.file": str(phrases), "voices.prewarm": False,
+    })  # fmt: skip
+    engine = ToneEngine()
+    svc = TTSService(config, engine, admin_token="tok")
+    try:
+        svc.synthesise(TTSRequest(text="欢迎光临", voice="tone-low"))
+        svc.cache.flush()
+        pieces = len(svc.templates.pieces(svc.templates.templates()[0]))
+        assert pieces == 12  # 请到, 一 ... 十, 号窗口。
+        with in_process(create_app(svc)) as client:
+            (row,) = client.get("/api/cache/stats").json()["model_versions"]
+            assert (row["hot_ready"], row["hot_total"]) == (1, 2)
+            assert (row["pieces_ready"], row["pieces_total"]) == (0, pieces)
+            assert row["hot_missing"] == ["「Mind the gap」（tone-low）"]
+            assert len(row["pieces_missing"]) == 5
+            assert row["pieces_missing"][0] == "模板片段 template piece「请到」（tone-low）"
+            assert client.post("/api/cache/make-missing").status_code == 401
+            assert client.post("/api/cache/make-missing", headers={"Authorization": "Bearer bad"}).status_code == 403
+            assert engine.calls == 1  # a refused call makes nothing
+            made = client.post("/api/cache/make-missing", headers={"Authorization": "Bearer tok"})
+            assert made.status_code == 200, made.text
+            body = made.json()
+            assert (body["made"], body["cached"], body["failed"], body["failures"]) == (1 + pieces, 1, 0, [])
+            (row,) = client.get("/api/cache/stats").json()["model_versions"]
+            assert (row["hot_ready"], row["pieces_ready"]) == (2, pieces)
+            assert row["hot_missing"] == [] and row["pieces_missing"] == []
+            calls = engine.calls
+            assert client.post("/api/cache/make-missing", headers={"Authorization": "Bearer tok"}).json()["made"] == 0
+            assert engine.calls == calls  # nothing missing: nothing made
+    finally:
+        svc.close()

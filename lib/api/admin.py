@@ -20,6 +20,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
 from lib.batch.background import BackgroundPreload, PreloadStatus
+from lib.batch.preload import make_missing
 from lib.core.logtext import cut_fields, cut_text
 from lib.core.metrics import CONTENT_TYPE
 from lib.core.reports import ClearReport, EvictReport, SweepReport
@@ -149,6 +150,22 @@ def admin_router(service: TTSService) -> APIRouter:
     )  # fmt: skip
     async def verify(caller: CallerDep) -> dict[str, Any]:
         return dict(await to_thread.run_sync(lambda: service.admin.verify(caller=caller)))
+
+    @router.post(
+        "/api/cache/make-missing", tags=["cache", "admin"],
+        summary="Make the hot phrases and template pieces the cache lacks (admin)",
+        responses={400: ERROR_RESPONSES[400], **ADMIN_RESPONSES},
+    )  # fmt: skip
+    async def make_missing_entries(caller: CallerDep) -> dict[str, Any]:
+        """What ``GET /api/cache/stats`` counts as missing (``hot_missing``,
+        ``pieces_missing``), made through the cache like any preload: what is cached is
+        skipped, and a key a running preload makes is made once."""
+        report = await to_thread.run_sync(lambda: make_missing(service, caller=caller))
+        _LOGGER.warning("make missing via API: %s", report.summary())
+        return {
+            "made": report.generated, "cached": report.cached, "failed": report.failed, "total": report.total,
+            "seconds": round(report.seconds, 1), "failures": report.failure_rows(), "summary": report.summary(),
+        }  # fmt: skip
 
     @router.get(
         "/metrics", tags=["operations"], summary="Prometheus metrics (tts_*)", response_class=Response,

@@ -23,21 +23,44 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
+
+from typing_extensions import TypedDict
 
 from lib.compose.templates import Template
 from lib.core.logtext import cut_text
 from lib.errors import TTSError, ValidationError
 from lib.request.access import Action, Caller, check
-from lib.request.phrases import PhraseRequest
+from lib.request.phrases import PhraseRequest, expand, load_phrases
 from lib.takes.records import pcm_digest
 
 if TYPE_CHECKING:
     from lib.pipeline.service import TTSService
 
-__all__ = ["PreloadReport", "advance", "preload", "print_report", "progress_bar"]
+__all__ = [
+    "FailureRow",
+    "PreloadReport",
+    "advance",
+    "make_missing",
+    "phrase_label",
+    "preload",
+    "print_report",
+    "progress_bar",
+]
 
 _LOGGER = logging.getLogger(__name__)
+
+
+class FailureRow(TypedDict):
+    """One failed phrase or piece of a preload, as the API reports it."""
+
+    entry: str
+    """Its place in the list (``phrases[4]``, ``templates[0] piece '十'``)."""
+    phrase: str
+    """What an operator calls it: its text and voice."""
+    message: str
+    """Why it failed."""
 
 
 @dataclass
@@ -59,6 +82,25 @@ class PreloadReport:
     re-keyed them: cached before the change (a part of ``generated``)."""
     differs: list[str] = field(default_factory=list)
     """Phrases whose rebuilt audio differs from their approved take (the approved one stays)."""
+
+    def failure_rows(self, most: int = 20) -> list[FailureRow]:
+        """The first ``most`` failures, each with the phrase's text and voice."""
+        return [
+            {"entry": entry, "phrase": self.labels.get(entry, entry), "message": message}
+            for entry, message in self.failures[:most]
+        ]
+
+    def failure_lines(self, most: int = 20) -> list[str]:
+        """The failures for the terminal, in Chinese and English: each phrase by its text
+        and voice, then its place in the list and why."""
+        lines = [
+            f"preload: 失败 failed: {row['phrase']} · {row['entry']}: {row['message']}"
+            for row in self.failure_rows(most)
+        ]
+        if len(self.failures) > most:
+            more = len(self.failures) - most
+            lines.append(f"preload: … 另有 {more} 条失败 and {more} more failed")
+        return lines
 
     def differs_lines(self, most: int = 20) -> list[str]:
         """The phrases rebuilt differently from their approved takes, for the terminal."""
@@ -92,8 +134,8 @@ class PreloadReport:
 def print_report(report: PreloadReport, *, out: IO[str], err: IO[str]) -> None:
     """A preload's report as ``preload_cache.py`` prints it: each failure, re-rendered
     and differing phrase on ``err``, then the summary line on ``out``."""
-    for entry, message in report.failures:
-        print(f"preload: {entry} failed: {message}", file=err)
+    for line in report.failure_lines(most=len(report.failures)):
+        print(line, file=err)
     for line in report.relexicon_lines():
         print(line, file=err)
     for line in report.differs_lines():
@@ -179,7 +221,7 @@ def preload(
             else:
                 report.failed += 1
                 report.failures.append((item.entry, message))
-                report.labels[item.entry] = _label(item)
+                report.labels[item.entry] = phrase_label(item)
             report.seconds = time.perf_counter() - started
             if on_done is not None:
                 on_done(report)
@@ -199,7 +241,21 @@ def preload(
     return report
 
 
-def _label(item: PhraseRequest | _Piece) -> str:
+def make_missing(service: TTSService, *, caller: Caller, workers: int = 1) -> PreloadReport:
+    """Make what the Cache tab counts as missing: the phrases of ``templates.file`` (the
+    hot phrases) and the pieces of every template the service answers. A preload of
+    them (what is cached is skipped; each key is made once across threads and
+    processes, so beside a running preload nothing is made twice). The admin's:
+    engine time for everyone (:attr:`Action.MAKE_MISSING`)."""
+    check(caller, Action.MAKE_MISSING)
+    path = service.config.templates.file
+    requests = expand(load_phrases(path)) if path is not None and Path(path).is_file() else []
+    report = preload(service, requests, templates=service.templates.templates(), caller=caller, workers=workers)
+    service.cache.flush()  # every entry on disk before the Cache tab counts them
+    return report
+
+
+def phrase_label(item: PhraseRequest | _Piece) -> str:
     """The phrase as an operator knows it: its text and voice."""
     if isinstance(item, _Piece):
         return f"模板片段 template piece「{cut_text(item.text)}」（{item.template.voice}）"

@@ -22,7 +22,7 @@ from lib.errors import TTSError
 from lib.request.phrases import PhraseRequest
 
 from .jobs import MAX_ITEMS
-from .preload import PreloadReport
+from .preload import PreloadReport, phrase_label
 
 __all__ = ["BatchItem", "RemoteRefusal", "list_jobs", "phrase_items", "run_remote"]
 
@@ -138,6 +138,8 @@ def run_remote(
             if jobs:
                 time.sleep(poll)
     report.seconds = time.perf_counter() - started
+    names = {r.entry: phrase_label(r) for r in requests}  # a failure by its text and voice
+    report.labels.update({entry: names[entry] for entry, _ in report.failures if entry in names})
     return report
 
 

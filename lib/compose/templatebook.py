@@ -44,8 +44,12 @@ from lib.request.access import LOCAL, Action, Caller, check
 from lib.request.phrases import PhraseFileError
 from lib.request.types import Resolved, TTSRequest
 from lib.request.validate import check_text
+from lib.text.tokens import Reading
 
-__all__ = ["Match", "TemplateBook"]
+__all__ = ["Match", "Reader", "TemplateBook"]
+
+#: Reads a text as a voice says it (``text``, ``voice``, ``language``): the service's front end.
+Reader = Callable[[str, str | None, str], Reading]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -80,25 +84,31 @@ class TemplateBook:
 
     def __init__(
         self, resolve: Callable[[TTSRequest], Resolved], normalise: Callable[[str], str], finish: Finish,
-        *, ignore_case: bool = False,
+        *, ignore_case: bool = False, read: Reader | None = None,
     ) -> None:  # fmt: skip
+        """``read``: the front end, to read a ``text`` slot's value in its sentence
+        (:meth:`value_pieces`); without it a value is its own piece."""
         self._resolve = resolve
+        self._read = read
         self._normalise = normalise
         self._ignore_case = ignore_case
         """With ``text.casefold`` requests arrive in lower case: "a023" is still A023."""
         self.finish = finish
         self._lock = threading.Lock()
         self._compiled: dict[str, _Compiled] = {}
+        self._fields: tuple[object, list[tuple[KeyFields, str]]] | None = None
 
     @classmethod
-    def configured(cls, config: AppConfig, resolve: Callable[[TTSRequest], Resolved], finish: Finish) -> TemplateBook:
+    def configured(
+        cls, config: AppConfig, resolve: Callable[[TTSRequest], Resolved], finish: Finish, read: Reader | None = None
+    ) -> TemplateBook:
         """The book of a service: text normalised as ``config`` says, and the templates
         of ``templates.file``; an invalid file is a :class:`ConfigError` naming the key."""
 
         def normalise(text: str) -> str:
             return check_text(text, "text", config, limit=10**9)
 
-        book = cls(resolve, normalise, finish, ignore_case=config.text.casefold)
+        book = cls(resolve, normalise, finish, ignore_case=config.text.casefold, read=read)
         if config.templates.file is not None:
             try:
                 book.load(config.templates.file)
@@ -162,9 +172,87 @@ class TemplateBook:
         return None
 
     def pieces(self, template: Template) -> list[str]:
-        """The normalised texts of the pieces the preload makes for ``template``."""
+        """The normalised texts of the pieces the preload makes for ``template``: those
+        of :meth:`lib.compose.templates.Template.pieces`, each listed value of a
+        ``text`` slot as :meth:`value_pieces` reads it (what a composed answer asks for)."""
         c = self._compiled.get(template.id) or self._compile(template)
-        return list(dict.fromkeys(self._normalise(p) for p in template.pieces(c.fixed)))
+        out: list[str] = []
+        for i, part in enumerate(template.parts):
+            if i % 2 == 0:
+                piece = fixed_piece(c.fixed[i // 2])
+                out.extend([piece] if piece else [])
+                continue
+            slot = template.slots[part]
+            if slot.read == "characters":
+                out.extend(template.slot_pieces(part, "".join(slot.alphabet())))
+            else:
+                for value in slot.values:
+                    out.extend(self.value_pieces(template, part, value))
+        return list(dict.fromkeys(self._normalise(p) for p in out))
+
+    def value_pieces(self, template: Template, name: str, value: str) -> list[str]:
+        """The normalised texts of the pieces that say ``value`` of slot ``name``: one
+        place for the preload (:meth:`pieces`) and a composed answer (:meth:`match`),
+        so that both ask for the same keys. A ``text`` slot's value is read as the
+        sentence reads it, between its fixed neighbours ("2" before "点" is 两, not 二;
+        "4512" before "次" is 四五幺二): the piece is those words, so it sounds as the
+        whole sentence would. ``characters`` and ``number`` slots are read as they say."""
+        slot = template.slots[name]
+        if slot.read != "text":
+            return [self._normalise(text) for text in template.slot_pieces(name, value)]
+        text = self._normalise(value)
+        if self._read is None:
+            return [text]
+        c = self._compiled.get(template.id) or self._compile(template)
+        at = template.parts.index(name) // 2  # the fixed parts before and after the slot
+        return [self._in_context(c.fixed[at], text, c.fixed[at + 1], template) or text]
+
+    def _in_context(self, before: str, value: str, after: str, template: Template) -> str:
+        """The words ``value`` is read as between ``before`` and ``after``; "" when a
+        word of the reading spans the value's edge (then the value is its own piece)."""
+        assert self._read is not None
+        sentence = before + value + after
+        try:
+            reading = self._read(sentence, template.voice, template.language)
+        except TTSError:
+            return ""
+        inside = []
+        pos, start, end = 0, len(before), len(before) + len(value)
+        for token in reading.tokens:
+            at = sentence.find(token.text, pos)
+            if at < 0:
+                return ""  # the front end changed the text: it cannot be aligned
+            pos = at + len(token.text)
+            if at >= start and pos <= end:
+                inside.append(token)
+            elif at < end and pos > start:
+                return ""  # one word with the fixed text ("2点" read as one): the value alone
+        return Reading(tuple(inside), reading.language).spoken.strip()
+
+    def piece_fields(self, revision: str = "") -> list[tuple[KeyFields, str]]:
+        """The key fields of every piece of every template, each with what an operator
+        calls it (the piece's text and the template's voice): what the Cache tab counts
+        as ready (:class:`lib.ops.upgrade.Readiness`). Kept while the templates and
+        ``revision`` (the lexicon's version: an edit re-keys pieces) stay the same."""
+        with self._lock:
+            compiled = list(self._compiled.values())
+            stamp = (tuple(c.template.id for c in compiled), revision)
+            if self._fields is not None and self._fields[0] == stamp:
+                return self._fields[1]
+        fields: dict[str, tuple[KeyFields, str]] = {}
+        for c in compiled:
+            try:
+                for text in self.pieces(c.template):
+                    piece = self.piece_request(c.template, text)
+                    if piece is not None:
+                        label = f"模板片段 template piece「{cut_text(text)}」（{c.template.voice}）"
+                        fields.setdefault(piece.key, (piece.fields, label))
+            except TTSError as exc:  # a piece this engine cannot say is not counted
+                _LOGGER.info("template %s: its pieces are not counted (%s)", c.template.entry, exc)
+        out = list(fields.values())
+        with self._lock:
+            self._fields = (stamp, out)
+        return out
 
     def piece_request(self, template: Template, text: str) -> Resolved | None:
         """The resolved request of one raw piece of ``template`` (None if its voice
@@ -208,9 +296,9 @@ class TemplateBook:
                 pause(_pause_of(piece[-1], finish))
             if i + 1 < len(c.fixed):
                 name = c.template.parts[2 * i + 1]
-                readings = c.template.slot_pieces(name, m.group(f"s_{name}"))
+                readings = self.value_pieces(c.template, name, m.group(f"s_{name}"))
                 for j, text in enumerate(readings):
-                    items.append([self._normalise(text), 0.0])
+                    items.append([text, 0.0])
                     if j + 1 < len(readings) and c.template.slots[name].read == "characters":
                         pause(finish.char_gap)
         return [(str(text), float(gap)) for text, gap in items]  # type: ignore[arg-type]

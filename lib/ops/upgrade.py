@@ -10,7 +10,9 @@ key under that version (the same voice, text and settings; only the engine and m
 version fields change) and asking the disk tier whether it holds it.
 
 The hot phrases are the phrases of ``templates.file`` (``hot_phrases.json``, the list
-``./run.sh`` preloads). The answer is kept while the entry counts per version stay the
+``./run.sh`` preloads); the template pieces are those of every template the service
+answers (:meth:`lib.compose.templatebook.TemplateBook.piece_fields`, given as
+:attr:`Readiness.pieces`), counted apart. The answer is kept while the entry counts per version stay the
 same (it reads the store once per phrase and version); any write, clear, evict or
 preload changes them, so the figures never lag behind the store they describe.
 """
@@ -55,6 +57,11 @@ class VersionRow(TypedDict):
     hot_missing: list[str]
     """The first hot phrases it lacks, as an operator knows them (text and voice; at most
     :data:`MISSING_SHOWN`)."""
+    pieces_ready: int
+    """Pieces of the service's templates it already has."""
+    pieces_total: int
+    pieces_missing: list[str]
+    """The first pieces it lacks (piece text and voice; at most :data:`MISSING_SHOWN`)."""
     serving: bool
     """Whether it is the version this service serves."""
 
@@ -77,35 +84,46 @@ class Readiness:
         self._lock = threading.Lock()
         self._answer: tuple[object, list[VersionRow]] | None = None
         self._fields: tuple[tuple[str, int, str], list[tuple[KeyFields, str]]] | None = None
+        self.pieces: Callable[[], list[tuple[KeyFields, str]]] = list
+        """The key fields and labels of the template pieces to count (none until the
+        service's templates are wired in)."""
 
     def versions(self, counts: Mapping[str, int] | None = None) -> list[VersionRow]:
         """``[{"tag", "engine", "model_version", "entries", "hot_ready", "hot_total",
-        "serving"}]``, the serving version first. ``counts``: the entries per tag as the
-        caller read them (:meth:`AudioStore.tags`), so that its other figures and these
-        come from one reading; read here when not given."""
+        "hot_missing", "pieces_ready", "pieces_total", "pieces_missing", "serving"}]``,
+        the serving version first. ``counts``: the entries per tag as the caller read
+        them (:meth:`AudioStore.tags`), so that its other figures and these come from
+        one reading; read here when not given."""
         counts = dict(self.store.tags() if counts is None else counts)
         counts.setdefault(self.current, 0)
         hot = self._hot_fields()
-        stamp = (tuple(sorted(counts.items())), id(hot))
+        pieces = self.pieces()
+        stamp = (tuple(sorted(counts.items())), id(hot), id(pieces))
         with self._lock:
             if self._answer is not None and self._answer[0] == stamp:
                 return self._answer[1]
         rows: list[VersionRow] = []
         for tag, entries in counts.items():
             engine, _, version = tag.partition(":")
-            missing = [
-                label for f, label in hot
-                if not self.store.contains(dataclasses.replace(f, engine=engine, model_version=version).key)
-            ]  # fmt: skip
+            missing = self._missing(hot, engine, version)
+            lacking = self._missing(pieces, engine, version)
             rows.append({
                 "tag": tag, "engine": engine, "model_version": version, "entries": entries,
                 "hot_ready": len(hot) - len(missing), "hot_total": len(hot), "hot_missing": missing[:MISSING_SHOWN],
-                "serving": tag == self.current,
+                "pieces_ready": len(pieces) - len(lacking), "pieces_total": len(pieces),
+                "pieces_missing": lacking[:MISSING_SHOWN], "serving": tag == self.current,
             })  # fmt: skip
         rows.sort(key=lambda row: (not row["serving"], row["tag"]))
         with self._lock:
             self._answer = (stamp, rows)
         return rows
+
+    def _missing(self, fields: list[tuple[KeyFields, str]], engine: str, version: str) -> list[str]:
+        """The labels of the ``fields`` whose key under ``engine:version`` is not on disk."""
+        return [
+            label for f, label in fields
+            if not self.store.contains(dataclasses.replace(f, engine=engine, model_version=version).key)
+        ]  # fmt: skip
 
     def _hot_fields(self) -> list[tuple[KeyFields, str]]:
         """The key fields of every hot phrase with its text and voice, resolved once per

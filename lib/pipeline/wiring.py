@@ -177,7 +177,13 @@ def wire(config: AppConfig, engine: Engine | None = None, *, admin_token: Any = 
         tiers, leases, renewer, config.cache, on_lock_error=lambda exc: metrics.cache_errors.labels("lock").inc()
     )
     composer = Composer(production, producer, config, metrics, stats, resolver.part)
-    templates = TemplateBook.configured(config, resolver.resolve, composer.finish)
+    templates = TemplateBook.configured(
+        config,
+        resolver.resolve,
+        composer.finish,
+        lambda text, voice, language: readings.read(text, voice=voice, language=language),
+    )
+    readiness.pieces = lambda: templates.piece_fields(readings.version)  # counted with the hot phrases
     refiner = Refiner(lambda r: composer.make(r), on_event=lambda event: metrics.refines.labels(event).inc())
     prewarm: threading.Thread | None = None
     if config.voices.prewarm:

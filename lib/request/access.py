@@ -52,6 +52,7 @@ class Action(enum.Enum):
     APPROVE = "approve or withdraw the approved take of a phrase"
     KEYS = "make, list or revoke API keys, and read every tenant's usage"
     BATCH = "submit or cancel a batch job (POST /api/batch)"
+    MAKE_MISSING = "make the hot phrases and template pieces the cache lacks (POST /api/cache/make-missing)"
 
 
 #: Actions open to every caller.

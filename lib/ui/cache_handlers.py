@@ -14,7 +14,7 @@ import gradio as gr
 from lib.batch.board import JobSummary
 from lib.batch.export import export_phrases
 from lib.batch.jobs import BatchJobs, ItemSpec
-from lib.batch.preload import PreloadReport, preload
+from lib.batch.preload import PreloadReport, make_missing, preload
 from lib.batch.remote import list_jobs, phrase_items
 from lib.compose.templates import load_templates
 from lib.core.logtext import cut_fields
@@ -25,7 +25,7 @@ from lib.request.phrases import PhraseFileError, PhraseRules, expand, load_phras
 from lib.ui.base import HandlerBase
 from lib.ui.messages import explain, explain_note, scrub_paths
 from lib.ui.plots import WINDOWS, hit_rate_plot, latency_plot, window_rate
-from lib.ui.views import admin_sentence, stats_markdown, tag_choices, top_table, usage_markdown
+from lib.ui.views import admin_sentence, made_html, stats_markdown, tag_choices, top_table, usage_markdown
 
 __all__ = ["BATCH_HEADERS", "CacheHandlers", "batch_rows", "failure_lines"]
 
@@ -104,6 +104,17 @@ class CacheHandlers(HandlerBase):
             self.fail("admin", request, explain(exc))
         _LOGGER.warning("admin action %s from the web UI: %s", action, cut_fields(done))
         return admin_sentence(action, done), False
+
+    def make_missing(self, token: str, request: gr.Request) -> str:
+        """*Make the missing ones*: the hot phrases and template pieces the Cache tab
+        names as missing, made now (the admin's, by the page's admin sign-in)."""
+        try:
+            report = make_missing(self.service, caller=self.caller(request, token))
+        except TTSError as exc:
+            self.fail("make-missing", request, explain(exc))
+        _LOGGER.warning("make missing from the web UI: %s", report.summary())
+        figures = {"made": report.generated, "cached": report.cached, "failed": report.failed}
+        return made_html(figures, [line.removeprefix("- ") for line in failure_lines(report)])
 
     def export_top(self, token: str, request: gr.Request) -> tuple[str | None, str]:
         """The top phrases as a phrase list; they are users' texts: the admin only."""

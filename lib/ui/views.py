@@ -25,6 +25,7 @@ __all__ = [
     "engine_title",
     "history_label",
     "lexicon_line",
+    "made_html",
     "segments_line",
     "shown_cache",
     "stats_markdown",
@@ -270,9 +271,11 @@ def segments_line(since: Mapping[str, Any]) -> str:
 
 
 def versions_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    """One line per model version in the cache: how many hot phrases it already holds
-    (rows of :meth:`lib.ops.upgrade.Readiness.versions`), so that before switching to a new
-    model the operator sees whether it is warm. The serving version is marked."""
+    """One line per model version in the cache: how many hot phrases and template pieces
+    it already holds (rows of :meth:`lib.ops.upgrade.Readiness.versions`), so that before
+    switching to a new model the operator sees whether it is warm. The serving version is
+    marked; what it lacks is named (the first few, by text and voice), with the button
+    that makes it."""
     if not rows:
         return ""
     lines = ["\n**热门短语就绪 Hot phrases ready, per model version**:"]
@@ -280,16 +283,41 @@ def versions_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         serving = " **（当前 serving）**" if r.get("serving") else ""
         ready, total = int(r.get("hot_ready", 0)), int(r.get("hot_total", 0))
         figures = f"就绪 ready {ready}/{total}" if total else "无热门短语列表 no hot-phrase list (templates.file)"
+        pieces_ready, pieces = int(r.get("pieces_ready", 0)), int(r.get("pieces_total", 0))
+        if pieces:
+            figures += f" · 模板片段 template pieces {pieces_ready}/{pieces}"
         lines.append(f"- `{r['tag']}`{serving}: {figures} · {_entries(int(r.get('entries', 0)))}")
-        missing = [str(m) for m in r.get("hot_missing") or []]
-        if missing and r.get("serving"):
-            more = total - ready - len(missing)
-            named = "、".join(missing) + (f" 等另 {more} 条 and {more} more" if more > 0 else "")
+        named = [str(m) for m in r.get("hot_missing") or []] + [str(m) for m in r.get("pieces_missing") or []]
+        lacking = (total - ready) + (pieces - pieces_ready)
+        if named and r.get("serving"):
+            named = named[:MISSING_NAMED]
+            more = lacking - len(named)
+            listed = "、".join(named) + (f" 等另 {more} 条 and {more} more" if more > 0 else "")
             lines.append(
-                f"  - 缺 missing: {named}. 在「预加载」页按「开始预加载」即可补齐（已缓存的会跳过） Press Run preload "
-                "in the Preload tab to make them (what is cached is skipped); until then each is made when asked for."
+                f"  - 缺 missing: {listed}. 管理员可按下方「生成缺少的 Make the missing ones」补齐（已缓存的会跳过）"
+                "; the admin can press Make the missing ones below (what is cached is skipped); until then each "
+                "is made when asked for."
             )
     return "\n".join(lines)
+
+
+#: Missing hot phrases and pieces named in the serving version's line (the rest are counted).
+MISSING_NAMED = 5
+
+
+def made_html(report: Mapping[str, Any], failures: Sequence[str]) -> str:
+    """The result of *Make the missing ones* (``POST /api/cache/make-missing``'s
+    figures) as one line, and each failure (phrase text and voice, why) under it."""
+    made, cached, failed = int(report["made"]), int(report["cached"]), int(report["failed"])
+    if not made and not failed:
+        line = f"✔ 没有缺少的：{cached} 条都已缓存。Nothing was missing: all {cached} are cached."
+    else:
+        line = (
+            f"{'⚠' if failed else '✔'} 已生成 {made} 条，已缓存 {cached} 条，失败 {failed} 条。"
+            f"Made {made}, {cached} already cached, {failed} failed."
+        )
+    items = "".join(f"<li>{html.escape(f)}</li>" for f in failures)
+    return f'<div class="made-missing">{html.escape(line)}{f"<ul>{items}</ul>" if items else ""}</div>'
 
 
 _TOP_COLUMNS = ["次数 Count", "未命中 Missed", "文本 Text", "音色 Voice"]
