@@ -7,15 +7,16 @@ with a fresh cache, once per ``--bases`` entry (``kokoro``, ``espeak``), and dri
 is ``POST /api/tts`` with ``stream=true`` and ``format=pcm`` (so the first body byte is the
 first audio sample: no container header to send first):
 
-- **misses**: announcements never asked before (a station's and a bank's, Mandarin and
-  English, 4-7 s of speech each, numbers varied so that each is new), ``--misses`` per
-  client count (at least 6);
+- **misses**: one-sentence announcements never asked before (a station's and a bank's,
+  Mandarin and English, 5-8 s of speech each, numbers varied so that each is new),
+  ``--misses`` per client count (at least 6);
 - **hits**: the same announcements again, for ``--seconds`` per client count.
 
 Prints one JSON line per (base, kind, clients): ``ttfa_p50_ms``, ``ttfa_p95_ms`` (time to
 first audio), ``last_p50_ms``, ``last_p95_ms`` (time to the last byte), ``n``, and for
 misses ``first_fraction_p50`` (time to first audio over time to the last byte: a streamed
-one-sentence miss sends its first audio at this fraction of its whole synthesis) and
+one-sentence miss sends its first audio at this fraction of its whole synthesis; also per
+language, ``first_fraction_p50_zh`` / ``_en``) and
 ``rtf_p50`` (wall seconds of synthesis per second of audio). Record it with
 ``bench/record.py bench_latency.py`` (bench/results/).
 
@@ -43,7 +44,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
-_ZH = "请{letter}{num:03d}号顾客到{window}号窗口办理业务，谢谢。"
+_ZH = "请{letter}{num:03d}号顾客到{window}号窗口办理业务，办理前请准备好您的身份证件，谢谢。"
 _EN = "Passengers for train {num}, please go to platform {window}, the train leaves in {mins} minutes."
 
 
@@ -133,6 +134,7 @@ def run(port: int, jobs: list[tuple[str, str]], clients: int, seconds: float | N
                 text, voice = jobs[i % len(jobs)]
                 i += 1
             done = timed(port, text, voice)
+            done["lang"] = voice.split("-")[0]
             with lock:
                 results.append(done)
 
@@ -160,6 +162,9 @@ def summary(base: str, kind: str, clients: int, results: list[dict[str, Any]]) -
     }  # fmt: skip
     if kind == "miss":
         row["first_fraction_p50"] = round(statistics.median(r["first"] / r["last"] for r in results), 3)
+        for lang in sorted({str(r.get("lang")) for r in results}):
+            mine = [r["first"] / r["last"] for r in results if r.get("lang") == lang]
+            row[f"first_fraction_p50_{lang}"] = round(statistics.median(mine), 3)
         row["rtf_p50"] = round(statistics.median(r["last"] / max(r["audio"], 1e-3) for r in results), 3)
         row["audio_s_p50"] = round(statistics.median(r["audio"] for r in results), 2)
     return row

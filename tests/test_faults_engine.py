@@ -550,7 +550,7 @@ def test_the_first_call_is_not_failed_by_the_engines_load(call: str) -> None:
     starts: a load longer than the call's deadline does not fail the first request, and
     runs once; a load that never ends fails with the watchdog's error."""
     config = WatchdogConfig(timeout=0.4, per_char=0, per_audio_second=0, probe_interval=0)
-    slow = SlowLoadTone(load=0.8)  # twice the call's deadline, within the load's (1.6 s)
+    slow = SlowLoadTone(load=0.8)  # twice the call's deadline, within the load's (4 s)
     watchdog = Watchdog(slow, config, Metrics(dict))
     engine = WatchedEngine(slow, watchdog)
     within(30, lambda: _call(engine, call))

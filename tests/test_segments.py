@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lib.audio.pcm import float_to_int16
-from lib.compose.assemble import Finish, Joiner, to_float, trim
+from lib.compose.assemble import Finish, Joiner, PieceFinisher, pieces_of, to_float, trim
 from lib.compose.loudness import PEAK_CEILING_DB, integrated_loudness, k_weighting, limit, normalise
 from lib.compose.readings import number, read
 from lib.compose.segments import split
@@ -131,6 +131,45 @@ def test_joiner_streams_exactly_the_whole() -> None:
     assert whole[0] == 0.0 and abs(whole[units[0].size - 1]) < 1e-3  # faded in and out
     # int16 chunk by chunk is int16 of the whole (what is streamed is what is stored)
     assert np.array_equal(np.concatenate([float_to_int16(c) for c in chunks]), float_to_int16(whole))
+
+
+def test_a_unit_fed_in_parts_joins_to_the_samples_of_the_whole() -> None:
+    """Joiner.begin/feed/finish (a unit streamed in pieces) gives what push gives the whole."""
+    units = [tone(0.3, 200), tone(0.5, 300), tone(0.4, 250)]
+    gaps = [0.3, 0.0, 0.0]
+    whole = Joiner(RATE, 0.01)
+    expected = np.concatenate([*(whole.push(u, g) for u, g in zip(units, gaps, strict=True)), whole.close(0.2)])
+    parted = Joiner(RATE, 0.01)
+    out = []
+    for u, g in zip(units, gaps, strict=True):
+        parted.begin()
+        out += [parted.feed(p) for p in np.array_split(u, 3)]
+        out.append(parted.finish(g))
+    out.append(parted.close(0.2))
+    assert np.array_equal(np.concatenate(out), expected)
+
+
+def test_a_unit_made_in_pieces_is_finished_the_same_streamed_or_stored() -> None:
+    """PieceFinisher piece by piece (streamed) and Finish.unit of the stored whole with its
+    piece sizes (a replay, or a request made without streaming) give the same samples; the
+    quiet between pieces is kept, the unit's edges trimmed, the level brought to the target."""
+    finish = Finish()
+    pieces = [tone(0.6, 200, lead=0.1), tone(0.5, 300, lead=0.05), tone(0.7, 250, lead=0.05)]
+    pcm = [float_to_int16(p * 0.1) for p in pieces]
+    finisher = PieceFinisher(finish, RATE)
+    streamed = np.concatenate([*(finisher.add(p) for p in pcm), finisher.end()])
+    stored = np.concatenate(pcm)
+    meta = {"info": {"pieces": [p.size for p in pcm]}}
+    assert np.array_equal(finish.unit(stored, RATE, meta), streamed)
+    # Without its pieces it is one unit, trimmed and levelled as a whole (as before).
+    assert not np.array_equal(finish.unit(stored, RATE, {}), streamed)
+    assert pieces_of({"info": {"pieces": [1, 2]}}, 4) == []  # sizes that do not add up: not used
+    lead = np.flatnonzero(np.abs(streamed) > 1e-3)[0] / RATE
+    assert lead <= 0.021  # the first piece's lead trimmed to 20 ms
+    inner = (pieces[1].size + pieces[0].size) / RATE
+    assert streamed.size / RATE > inner  # the pauses between pieces kept
+    loudness = integrated_loudness(streamed, RATE)
+    assert abs(loudness - finish.loudness) < 1.5  # levelled to the target by the first piece
 
 
 def test_recipe_names_every_setting_and_identity_is_no_tail_no_loudness() -> None:

@@ -37,12 +37,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from lib.compose.loudness import integrated_loudness, normalise
+from lib.compose.loudness import gain_db, integrated_loudness, limit, normalise
 from lib.compose.segments import SPLIT_VERSION
 from lib.config import AppConfig
 
 __all__ = [
-    "ASSEMBLY_VERSION", "STYLE_LEVELS", "Finish", "Joiner", "style_level_db", "to_float", "trim", "unit_loudness",
+    "ASSEMBLY_VERSION", "STYLE_LEVELS", "Finish", "Joiner", "PieceFinisher", "pieces_of", "style_level_db", "to_float",
+    "trim", "unit_loudness",
 ]  # fmt: skip
 
 _LOGGER = logging.getLogger(__name__)
@@ -147,7 +148,14 @@ class Finish:
     ) -> NDArray[Any]:
         """One unit ready to join: trimmed and levelled float32 (``style``: the result's,
         for its level). ``meta``: the segment's, whose ``unit_lufs`` (see
-        :func:`unit_loudness`) spares measuring it again."""
+        :func:`unit_loudness`) spares measuring it again; a unit the engine made in pieces
+        (``info.pieces``) is finished piece by piece (:class:`PieceFinisher`), as it was
+        when it was streamed, to the same samples."""
+        sizes = pieces_of(meta, pcm.size)
+        if sizes:  # a unit the engine made in pieces, even one
+            finisher = PieceFinisher(self, rate, style=style)
+            parts = [finisher.add(p) for p in np.split(np.asarray(pcm), np.cumsum(sizes)[:-1])]
+            return np.concatenate([*parts, finisher.end()])
         x = trim(to_float(pcm), rate)
         known = (meta or {}).get("unit_lufs")
         loudness = float(known[1]) if isinstance(known, list) and known[:1] == [ASSEMBLY_VERSION] else None
@@ -155,6 +163,74 @@ class Finish:
 
     def silence(self, seconds: float, rate: int) -> NDArray[Any]:
         return np.zeros(round(seconds * rate), dtype=np.float32)
+
+
+def pieces_of(meta: Mapping[str, Any] | None, size: int) -> list[int]:
+    """The sizes of the pieces an engine made a unit in (``meta["info"]["pieces"]``, kept
+    by :mod:`lib.compose.produce` for an engine that makes a request in pieces, even one),
+    when they add up to ``size``; else []."""
+    info = (meta or {}).get("info")
+    sizes = info.get("pieces") if isinstance(info, Mapping) else None
+    if not isinstance(sizes, list) or not sizes or not all(isinstance(n, int) and n > 0 for n in sizes):
+        return []
+    return list(sizes) if sum(sizes) == size else []
+
+
+class PieceFinisher:
+    """A unit finished as its pieces come (a sentence the engine streams in pieces), so
+    that a stream sends each piece at once: what :meth:`Finish.unit` does to a whole unit,
+    with what only the end can decide held back.
+
+    - The silence floor (-45 dB under the peak) and the start are the first piece's; the
+      level gain is measured on the first piece (trimmed), not on the whole (which does not
+      exist yet): the engine gives a sentence's pieces one level already.
+    - The quiet end of each piece is held until the next piece comes (it was a pause
+      inside the sentence) or the unit ends (then :data:`_TRAIL` of it is kept).
+
+    Each part it gives is levelled on its own; :meth:`Finish.unit` repeats the same steps
+    on a stored unit's pieces, so a replay is the same samples."""
+
+    def __init__(self, finish: Finish, rate: int, *, style: str = "") -> None:
+        self.finish, self.rate, self.style = finish, rate, style
+        self._floor: float | None = None
+        self._gain: float | None = None
+        self._quiet: NDArray[Any] = np.zeros(0, dtype=np.float32)
+
+    def add(self, pcm: NDArray[Any]) -> NDArray[Any]:
+        """The finished audio of the next piece (int16) that can be sent now."""
+        x = to_float(pcm)
+        if self._floor is None:
+            if x.size == 0:
+                return x
+            peak = float(np.abs(x).max())
+            self._floor = max(peak * 10.0 ** (_SILENCE_DB / 20.0), 1e-4)
+            loud = np.flatnonzero(np.abs(x) > self._floor)
+            start = max(int(loud[0]) - int(_LEAD * self.rate), 0) if loud.size else 0
+            x = x[start:]
+            first = trim(x, self.rate)
+            self._gain = 0.0
+            if self.finish.loudness is not None and first.size:
+                level = self.finish.loudness + style_level_db(self.style)
+                self._gain = gain_db(first, self.rate, level)
+        loud = np.flatnonzero(np.abs(x) > self._floor)
+        if loud.size == 0:
+            self._quiet = np.concatenate([self._quiet, x])
+            return np.zeros(0, dtype=np.float32)
+        ready = np.concatenate([self._quiet, x[: int(loud[-1]) + 1]])
+        self._quiet = x[int(loud[-1]) + 1 :]
+        return self._level(ready)
+
+    def end(self) -> NDArray[Any]:
+        """The rest of the unit: :data:`_TRAIL` of its final quiet."""
+        rest = self._quiet[: int(_TRAIL * self.rate)]
+        self._quiet = np.zeros(0, dtype=np.float32)
+        return self._level(rest)
+
+    def _level(self, x: NDArray[Any]) -> NDArray[Any]:
+        if self.finish.loudness is None or x.size == 0:
+            return np.asarray(x, dtype=np.float32)
+        out: NDArray[Any] = limit(x * np.float32(10.0 ** ((self._gain or 0.0) / 20.0)), self.rate)
+        return out
 
 
 def unit_loudness(pcm: NDArray[Any], rate: int) -> list[float]:
@@ -195,6 +271,8 @@ class Joiner:
         self.rate = rate
         self.fade = max(round(crossfade * rate), 0)
         self._held: NDArray[Any] | None = None
+        self._unit_fade: int | None = None
+        self._kept: NDArray[Any] = np.zeros(0, dtype=np.float32)
 
     def push(self, x: NDArray[Any], gap: float) -> NDArray[Any]:
         """Add a unit followed by ``gap`` seconds of silence (0: crossfade into the next)."""
@@ -217,6 +295,47 @@ class Joiner:
             parts.append(x[: x.size - n])
             self._held = x[x.size - n :] if n else None
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+
+    def begin(self) -> None:
+        """A unit that comes in parts starts (:meth:`feed` its parts, then :meth:`finish`):
+        the same samples as :meth:`push` of the whole, sent as the parts come."""
+        self._unit_fade = None
+        self._kept = np.zeros(0, dtype=np.float32)
+
+    def feed(self, x: NDArray[Any]) -> NDArray[Any]:
+        """The next part of the unit begun: what can be played now (its last fade's worth
+        of samples is kept for the fade-out)."""
+        x = np.array(x, dtype=np.float32, copy=True)
+        parts: list[NDArray[Any]] = []
+        if self._unit_fade is None:
+            if x.size == 0:
+                return x
+            n = self._unit_fade = min(self.fade, x.size // 2)
+            if n:
+                x[:n] *= np.linspace(0.0, 1.0, n + 2, dtype=np.float32)[1:-1]
+            if self._held is not None:
+                held, self._held = self._held, None
+                m = min(held.size, n)
+                if m:
+                    x[:m] += held[held.size - m :]
+                parts.append(held[: held.size - m])
+        y = np.concatenate([self._kept, x])
+        n = self._unit_fade
+        self._kept = y[y.size - n :] if n else np.zeros(0, dtype=np.float32)
+        parts.append(y[: y.size - n])
+        return np.concatenate(parts)
+
+    def finish(self, gap: float) -> NDArray[Any]:
+        """The unit begun ends, followed by ``gap`` seconds of silence (0: its fade-out is
+        held to overlap the next unit's fade-in)."""
+        n = self._unit_fade or 0
+        kept, self._kept = self._kept, np.zeros(0, dtype=np.float32)
+        if n:
+            kept = kept * np.linspace(0.0, 1.0, n + 2, dtype=np.float32)[1:-1][::-1]
+        if gap > 0:
+            return np.concatenate([kept, np.zeros(round(gap * self.rate), dtype=np.float32)])
+        self._held = kept if n else None
+        return np.zeros(0, dtype=np.float32)
 
     def close(self, tail: float = 0.0) -> NDArray[Any]:
         """What is still held, then ``tail`` seconds of silence."""

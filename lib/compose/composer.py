@@ -44,7 +44,7 @@ from lib.audio.pcm import float_to_int16
 from lib.cache.entry import CachedAudio
 from lib.cache.production import Production
 from lib.cache.stats import Stats
-from lib.compose.assemble import Finish, Joiner, to_float, trim, unit_loudness
+from lib.compose.assemble import Finish, Joiner, PieceFinisher, to_float, trim, unit_loudness
 from lib.compose.produce import OnChunk, Producer
 from lib.compose.segments import split
 from lib.compose.templatebook import Match
@@ -205,13 +205,39 @@ class Composer:
         cost = 0.0
         info: dict[str, Any] = {}
         rate = 0
+
+        def send(out: NDArray[Any]) -> None:
+            pcm = float_to_int16(out)
+            chunks.append(pcm)
+            if on_chunk is not None and pcm.size:
+                on_chunk(pcm)
+
         for i, seg in enumerate(segments):
             part = self._part(r, seg.text)
             # A lone segment is not stored: it runs under the result's lease, and its engine
             # call bounds that lease (lib.cache.production.current_lease).
             store = use_cache and r.store and not single
+            last = i == len(segments) - 1
+            gap = 0.0 if last else finish.pause(seg.pause)
+            # A streamed answer whose segment the engine makes in pieces (the Kokoro base)
+            # is finished and sent piece by piece as the engine makes them: a new sentence
+            # starts to sound after its first piece. The same steps on the stored pieces
+            # give the same samples (lib.compose.assemble.PieceFinisher).
+            live: list[PieceFinisher] = []
+
+            def piece(pcm: NDArray[Any], live: list[PieceFinisher] = live) -> None:
+                nonlocal joiner
+                if not live:
+                    rate = int(self.producer.engine.sample_rate)
+                    joiner = joiner or Joiner(rate, finish.crossfade)
+                    joiner.begin()
+                    live.append(PieceFinisher(finish, rate, style=r.fields.style))
+                assert joiner is not None
+                send(joiner.feed(live[0].add(pcm)))
+
             try:
-                raw = self._segment(part, made, use_cache=use_cache, store=store, role="segment")
+                raw = self._segment(part, made, use_cache=use_cache, store=store, role="segment",
+                                    on_piece=piece if on_chunk is not None else None)  # fmt: skip
             except AbandonedError as exc:  # nobody waits: this segment and the rest are not made
                 self._cancelled(exc, len(segments) - i)
                 raise
@@ -220,15 +246,14 @@ class Composer:
             cost += float(raw.meta.get("engine_seconds", 0.0))
             info = info or dict(raw.meta.get("info", {}))
             joiner = joiner or Joiner(rate, finish.crossfade)
-            last = i == len(segments) - 1
-            unit = finish.unit(raw.pcm, rate, raw.meta, style=r.fields.style)  # a loud style stays loud
-            out = joiner.push(unit, 0.0 if last else finish.pause(seg.pause))
+            if live:  # sent piece by piece already: its end
+                out = np.concatenate([joiner.feed(live[0].end()), joiner.finish(gap)])
+            else:
+                unit = finish.unit(raw.pcm, rate, raw.meta, style=r.fields.style)  # a loud style stays loud
+                out = joiner.push(unit, gap)
             if last:
                 out = np.concatenate([out, joiner.close(finish.tail)])
-            pcm = float_to_int16(out)
-            chunks.append(pcm)
-            if on_chunk is not None and pcm.size:
-                on_chunk(pcm)
+            send(out)
         made.segments = len(segments)
         meta = self.producer.meta(
             r, role="result", engine_seconds=cost, info=dict(info, segments=len(segments)),
@@ -237,10 +262,12 @@ class Composer:
         return CachedAudio.from_pcm(r.key, np.concatenate(chunks), rate, meta)
 
     def _segment(
-        self, part: Resolved, made: Made, *, use_cache: bool, store: bool, role: str, template: str = ""
-    ) -> CachedAudio:
+        self, part: Resolved, made: Made, *, use_cache: bool, store: bool, role: str, template: str = "",
+        on_piece: OnChunk | None = None,
+    ) -> CachedAudio:  # fmt: skip
         """One segment or piece: from the cache, or made (once across threads and
-        processes when it is to be stored)."""
+        processes when it is to be stored). ``on_piece``: given each piece as the engine
+        makes it, when it makes this one here and in pieces (lib.compose.produce)."""
         if use_cache:
             found = self.tiers.lookup(part.key)
             if found is not None:
@@ -248,7 +275,7 @@ class Composer:
                 return found[0]
 
         def produce() -> CachedAudio:
-            entry, spent = self.producer.produce(part)
+            entry, spent = self.producer.produce(part, on_piece=on_piece)
             made.spend(spent)
             return _marked(entry, role, template, unit_loudness(entry.pcm, entry.sample_rate))
 

@@ -62,10 +62,16 @@ class Producer:
         self.config = config
         self.tag = model_tag(engine.name, engine.model_version)
 
-    def produce(self, r: Resolved, on_chunk: OnChunk | None = None) -> tuple[CachedAudio, dict[str, float]]:
+    def produce(
+        self, r: Resolved, on_chunk: OnChunk | None = None, *, on_piece: OnChunk | None = None
+    ) -> tuple[CachedAudio, dict[str, float]]:
         """A new entry for ``r`` and the milliseconds spent (``voice``, ``engine``). With
         ``on_chunk``, the engine's own stream is used and each chunk is passed on as it
         comes; the entry is their concatenation, so what was streamed is what is cached.
+        ``on_piece``: the same, but only when the engine makes this request in pieces (its
+        ``piecewise_for``: the builtin engine's Kokoro base); then the entry's
+        ``info.pieces`` lists the pieces' sizes (:class:`lib.compose.assemble.PieceFinisher`
+        finishes such a unit piece by piece, streamed or not).
 
         ``self.engine`` is the engine behind the watchdog (lib.engines.watched): every call
         has a deadline, and the lease this runs under (the key's single-flight lease,
@@ -73,7 +79,7 @@ class Producer:
         the call running under it."""
         bound = RENEW_UNTIL.set(current_lease().renew_until)
         try:
-            return self._produce(r, on_chunk)
+            return self._produce(r, on_chunk, on_piece)
         except InvalidAudioError as exc:
             # Wherever it was found (the engine's raw chunks, a sentence, the whole), one count.
             self.metrics.engine_invalid_audio.labels(self.engine.name, exc.reason).inc()
@@ -124,7 +130,9 @@ class Producer:
             meta.update(phrase=r.phrase, seed=r.fields.seed, speed=r.fields.speed, voice_name=r.voice_name)
         return meta
 
-    def _produce(self, r: Resolved, on_chunk: OnChunk | None) -> tuple[CachedAudio, dict[str, float]]:
+    def _produce(
+        self, r: Resolved, on_chunk: OnChunk | None, on_piece: OnChunk | None = None
+    ) -> tuple[CachedAudio, dict[str, float]]:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         voice = self.voices.profile(r)
@@ -139,8 +147,8 @@ class Producer:
                     raise EngineError(f"the {engine.name} engine cannot convert recordings")
                 synth = engine.convert(r.source.pcm, voice, seed=f.seed, speed=f.speed)
                 audio, info = synth.audio, dict(synth.info)
-            elif on_chunk is not None:
-                audio, info = self._stream(r, voice, on_chunk, reading)
+            elif on_chunk is not None or (on_piece is not None and self._piecewise(f.text, voice)):
+                audio, info = self._stream(r, voice, on_chunk or on_piece, reading)  # type: ignore[arg-type]
             else:
                 synth = self.engine.synthesise(
                     f.text, voice, style=f.style, seed=f.seed, speed=f.speed, mode=f.mode, reading=reading
@@ -185,4 +193,12 @@ class Producer:
             if part.size:
                 on_chunk(float_to_int16(part))
         audio = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
-        return audio, {"chunks": len(parts)}
+        info: dict[str, Any] = {"chunks": len(parts)}
+        if self._piecewise(f.text, voice):
+            info["pieces"] = [int(p.size) for p in parts]
+        return audio, info
+
+    def _piecewise(self, text: str, voice: Any) -> bool:
+        """Whether the engine makes this request in pieces (``piecewise_for``)."""
+        decide = getattr(self.engine, "piecewise_for", None)
+        return bool(decide(text, voice)) if callable(decide) else False

@@ -29,8 +29,9 @@ _LOGGER = logging.getLogger(__name__)
 #: The engine's one-time load (the builtin engine's Kokoro model and its load-time
 #: check) may take this many times ``watchdog.timeout``, under a deadline of its own,
 #: before the first call's deadline starts: that call is not failed for being the first
-#: (on a loaded 2-core machine the load and check took over 30 s once).
-LOAD_FACTOR = 4.0
+#: (on a 2-core machine at load average 10 the load and check took over 30 s, and once
+#: over 120 s).
+LOAD_FACTOR = 10.0
 
 
 def _chars(text: str, speed: float) -> int:

@@ -14,8 +14,9 @@ Then, per sentence, every frame of a prompt voice is rebuilt from the nearest fr
 the prompt (:mod:`.convert`) and the level is shaped (:mod:`.matching`). Profiles, with
 the prompt's frame pool, come from :mod:`.profile`; per-request prosody from
 :mod:`.plan`; presets from :mod:`.presets`. Each sentence is rendered independently, so
-:meth:`BuiltinEngine.stream` yields sentences and their concatenation is exactly
-:meth:`BuiltinEngine.synthesise`.
+:meth:`BuiltinEngine.stream` yields sentences (on the Kokoro base: the pieces of each
+sentence, :mod:`.kokoro.phonemes`, so that a one-sentence miss starts to sound after its
+first piece) and their concatenation is exactly :meth:`BuiltinEngine.synthesise`.
 
 Convert mode (:meth:`BuiltinEngine.convert`, speech to speech) runs the same frame
 transfer on a recording instead of the base's reading. A preset voice has a pool too,
@@ -54,7 +55,7 @@ from lib.engines.builtin.kokoro.model import thread_count
 from lib.engines.builtin.kokoro.phonemes import Sentence
 from lib.engines.builtin.kokoro.render import SAMPLE_RATE, KokoroBase
 from lib.engines.builtin.lang import has_cantonese, speakable, split_runs, split_sentences
-from lib.engines.builtin.matching import shape_level
+from lib.engines.builtin.matching import level_gain, shape_level
 from lib.engines.builtin.plan import Plan, voice_name
 from lib.engines.builtin.pool import FRAME_PERIOD_MS, FramePool, build_pool
 from lib.engines.builtin.presets import preset_names, preset_params
@@ -72,7 +73,7 @@ _LOGGER = logging.getLogger(__name__)
 #: Bump whenever the audio for the same request changes (espeak base).
 _ALGORITHM_VERSION = "builtin-4"
 #: The same for the Kokoro base.
-_KOKORO_ALGORITHM_VERSION = "builtin-kokoro-2"
+_KOKORO_ALGORITHM_VERSION = "builtin-kokoro-3"
 #: espeak variants that prompt voices are read in (female, male), chosen by the prompt's
 #: median pitch. A per-prompt search was measured on the tuning voices: the best variant
 #: differs by voice (megatts3_zh 0.666 with m2 vs 0.602 with m1; zh_female 0.755 with f1
@@ -107,6 +108,8 @@ class RenderInfo(TypedDict):
     """The espeak variant, or the Kokoro voices (``+``-joined, in order of use)."""
     languages: NotRequired[list[str]]
     sentences: NotRequired[int]
+    pieces: NotRequired[list[int]]
+    """The Kokoro base: the samples of each piece (a chunk of :meth:`BuiltinEngine.stream`)."""
 
 
 class BuiltinEngine:
@@ -290,8 +293,18 @@ class BuiltinEngine:
     ) -> Synthesis:  # fmt: skip
         """``reading``: the text's reading from the front end (made here when None)."""
         info, chunks = self._render(text, voice, style=style, seed=seed, speed=speed, mode=mode, reading=reading)
-        audio = np.concatenate(list(chunks)).astype(np.float32, copy=False)
+        parts = list(chunks)
+        audio = np.concatenate(parts).astype(np.float32, copy=False)
+        if info["base"] == "kokoro":
+            info["pieces"] = [int(p.size) for p in parts]
         return Synthesis(audio, info)
+
+    def piecewise_for(self, text: str, voice: VoiceProfile) -> bool:
+        """Whether this request is made in pieces (the Kokoro base: sub-sentence pieces,
+        each a chunk of :meth:`stream`; ``info["pieces"]`` of :meth:`synthesise` lists
+        their sizes), so that a finished result can be streamed piece by piece
+        (lib.compose.assemble.PieceFinisher)."""
+        return voice.engine == self.name and self._speaks_kokoro(text, dict(voice.params))
 
     def stream(
         self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str,
@@ -439,15 +452,31 @@ class BuiltinEngine:
         if not sentences:
             raise InvalidAudioError("empty", "the reading gave the Kokoro base no sentence to say")
         self._check_kokoro()
-        gap = np.zeros(int(_SENTENCE_GAP * self.sample_rate), dtype=np.float32)
+        rate = self.sample_rate
+        gap = np.zeros(int(_SENTENCE_GAP * rate), dtype=np.float32)
+        residual = kokoro.residual(plan.rate)
         for i, (sentence, name) in enumerate(zip(sentences, voices, strict=True)):
-            x, residual = kokoro.say(sentence, name, plan.rate)
-            with self._dsp_lock:
-                x = plan.transform(x, self.sample_rate, residual)
-            out = check_chunk(shape_level(x, plan.effect.energy), "a sentence")
-            # Every sentence as long as its syllables allow, before anyone hears it.
-            check_duration(out.size / self.sample_rate, sentence.syllables, plan.rate, f"sentence {i + 1}")
-            yield np.concatenate([out, gap]) if i < len(sentences) - 1 else out
+            # Piece by piece (a stream sends each as it is made): the matching normalised
+            # by the first piece's statistics and the level by its gain, so that pitch,
+            # colour and loudness do not jump at the joins.
+            anchor: Any = None
+            gain: float | None = None
+            made = 0
+            count = len(sentence.chunks)
+            for n, (x, pause) in enumerate(kokoro.pieces(sentence, name, plan.rate)):
+                with self._dsp_lock:
+                    x, anchor = plan.transform_piece(x, rate, residual, anchor)
+                if gain is None:
+                    gain = level_gain(x, plan.effect.energy)
+                out = check_chunk(shape_level(x, plan.effect.energy, gain), "a sentence")
+                parts = [out, np.zeros(round(pause * residual * rate), dtype=np.float32)]
+                made += sum(p.size for p in parts)
+                if n == count - 1:
+                    # Every sentence as long as its syllables allow, before its end is heard.
+                    check_duration(made / rate, sentence.syllables, plan.rate, f"sentence {i + 1}")
+                    if i < len(sentences) - 1:
+                        parts.append(gap)
+                yield np.concatenate(parts)
 
     def _espeak_sentences(
         self, runs_per_sentence: list[tuple[list[tuple[str, str, bool]], Bounds]], plan: Plan

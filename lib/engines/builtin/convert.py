@@ -72,7 +72,7 @@ from lib.engines.builtin.features import (
 )
 from lib.engines.builtin.pool import FRAME_PERIOD_MS, FramePool, audible
 
-__all__ = ["K", "Prosody", "transfer"]
+__all__ = ["MIN_ANCHOR_FRAMES", "Anchor", "K", "Prosody", "transfer", "transfer_piece"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -98,27 +98,68 @@ class Prosody:
     """Output duration over input duration (>1 slower)."""
 
 
-def _match(cep: NDArray[Any], sel: NDArray[Any], pool: FramePool, pool_sel: NDArray[Any]) -> NDArray[Any]:
-    """Indices (into the pool) of the :data:`K` nearest pool frames of each selected frame."""
+@dataclass(frozen=True)
+class Anchor:
+    """A source's statistics that the transfer normalises by: its log-F0 mean and spread
+    and, per voicing class, its mean cepstrum (c1-c39). A sentence made in pieces
+    (lib.engines.builtin.kokoro.phonemes) is transferred with its first piece's, so that
+    pitch register and colour do not jump at the joins."""
+
+    log_f0_mean: float | None
+    log_f0_std: float | None
+    class_means: tuple[tuple[bool, tuple[float, ...]], ...]
+
+    def mean_of(self, cls: bool) -> NDArray[Any] | None:
+        for key, values in self.class_means:
+            if key == cls:
+                return np.asarray(values, dtype=np.float64)
+        return None
+
+
+#: Voiced frames a piece needs for its statistics to be a sentence's anchor (0.2 s).
+MIN_ANCHOR_FRAMES = 40
+
+
+def _match(
+    cep: NDArray[Any], sel: NDArray[Any], pool: FramePool, pool_sel: NDArray[Any], centre: NDArray[Any] | None = None
+) -> NDArray[Any]:
+    """Indices (into the pool) of the :data:`K` nearest pool frames of each selected frame;
+    ``centre``: the query's class mean to remove (default: its own)."""
     query = cep[sel, 1:]
     ref = pool.cepstra[pool_sel, 1:]
     tree = cKDTree(ref - ref.mean(axis=0))
-    _, idx = tree.query(query - query.mean(axis=0), k=K)
+    _, idx = tree.query(query - (query.mean(axis=0) if centre is None else centre), k=K)
     return np.asarray(np.flatnonzero(pool_sel)[np.asarray(idx).reshape(query.shape[0], K)])
 
 
-def _map_f0(f0: NDArray[Any], pool: FramePool, prosody: Prosody) -> NDArray[Any]:
+def _map_f0(f0: NDArray[Any], pool: FramePool, prosody: Prosody, anchor: Anchor | None = None) -> NDArray[Any]:
     voiced = f0 > 0
     if int(voiced.sum()) < 5:
         return f0
     log_f0 = np.log(f0[voiced])
-    spread = max(float(log_f0.std()), 1e-3)
+    mean = anchor.log_f0_mean if anchor is not None and anchor.log_f0_mean is not None else float(log_f0.mean())
+    std = anchor.log_f0_std if anchor is not None and anchor.log_f0_std is not None else float(log_f0.std())
+    spread = max(std, 1e-3)
     k = float(np.clip(pool.log_f0_std / spread * prosody.range_factor, _MIN_RANGE_FACTOR, _MAX_RANGE_FACTOR))
     centre = pool.log_f0_mean + prosody.pitch_st * math.log(2.0) / 12.0
-    mapped = np.exp(centre + (log_f0 - float(log_f0.mean())) * k)
+    mapped = np.exp(centre + (log_f0 - mean) * k)
     out = np.zeros_like(f0)
     out[voiced] = np.clip(mapped, _MIN_F0, _MAX_F0)
     return out
+
+
+def _anchor(f0: NDArray[Any], cep: NDArray[Any], active: NDArray[Any]) -> Anchor | None:
+    """The source's statistics, or None when it has too few voiced frames to stand for a
+    sentence (:data:`MIN_ANCHOR_FRAMES`)."""
+    voiced = f0 > 0
+    if int((voiced & active).sum()) < MIN_ANCHOR_FRAMES:
+        return None
+    log_f0 = np.log(f0[voiced])
+    means = tuple(
+        (cls, tuple(float(v) for v in cep[(voiced == cls) & active, 1:].mean(axis=0)))
+        for cls in (True, False) if ((voiced == cls) & active).any()
+    )  # fmt: skip
+    return Anchor(float(log_f0.mean()), float(log_f0.std()), means)
 
 
 def transfer(
@@ -129,14 +170,27 @@ def transfer(
     ``dio_speed`` 2 analyses pitch on a decimated signal: enough for espeak's clean
     pulses; recordings use 1. ``unvoiced`` False keeps the source's own unvoiced frames
     (its consonants) and matches the voiced ones only."""
+    return transfer_piece(x, rate, pool, prosody, dio_speed=dio_speed, unvoiced=unvoiced)[0]
+
+
+def transfer_piece(
+    x: NDArray[Any], rate: int, pool: FramePool, prosody: Prosody, *, dio_speed: int = 2, unvoiced: bool = True,
+    anchor: Anchor | None = None,
+) -> tuple[NDArray[Any], Anchor | None]:  # fmt: skip
+    """:func:`transfer` of one piece of a sentence, normalised by ``anchor`` (the
+    sentence's first piece's statistics) when given, else by its own; and the anchor for
+    the sentence's later pieces (``anchor``, or this piece's own when it has enough voiced
+    frames, else None)."""
     if x.size < _MIN_SAMPLES:
-        return x
+        return x, anchor
     f0, times = _world.f0_track(x, rate, FRAME_PERIOD_MS, speed=dio_speed)
     sp = _world.envelope(x, rate, f0, times)
     log_sp = np.log(np.maximum(sp, 1e-300))
     cep = envelope_to_cepstra(sp, rate)
     active = audible(cep)
     voiced = f0 > 0
+    if anchor is None:
+        anchor = _anchor(f0, cep, active)
     out = cep.copy()
     bands = np.zeros((cep.shape[0], pool.ap_bands.shape[1]), dtype=np.float64)
     for cls in (True, False) if unvoiced else (True,):
@@ -144,10 +198,10 @@ def transfer(
         pool_sel = pool.voiced == cls
         if not sel.any() or int(pool_sel.sum()) < K:
             continue
-        idx = _match(cep, sel, pool, pool_sel)
+        idx = _match(cep, sel, pool, pool_sel, anchor.mean_of(cls) if anchor is not None else None)
         out[sel, 1:] = pool.cepstra[idx][:, :, 1:].mean(axis=1)
         bands[sel] = pool.ap_bands[idx].mean(axis=1)
-    new_f0 = _map_f0(f0, pool, prosody)
+    new_f0 = _map_f0(f0, pool, prosody, anchor)
     # Synthesis envelope: every second bin of the analysis envelope is its grid.
     step = _world.FFT_SIZE // _world.SYNTH_FFT_SIZE
     bins = _world.SYNTH_FFT_SIZE // 2 + 1
@@ -161,4 +215,5 @@ def transfer(
         new_log[:, top] = log_sp[:, ::step][:, top] + offset[:, None]
     ap = bands_to_aperiodicity(bands, bins, rate)
     ap[new_f0 <= 0] = 1.0
-    return _world.synthesize(new_f0, np.exp(new_log), ap, rate, FRAME_PERIOD_MS * prosody.duration_factor)
+    y = _world.synthesize(new_f0, np.exp(new_log), ap, rate, FRAME_PERIOD_MS * prosody.duration_factor)
+    return y, anchor

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from lib.engines.builtin import _world
 
-__all__ = ["change_duration", "shape_level"]
+__all__ = ["change_duration", "level_gain", "shape_level"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -54,15 +54,26 @@ def change_duration(x: NDArray[Any], rate: int, factor: float) -> NDArray[Any]:
     return _world.synthesize(f0, sp, _aperiodicity(f0, sp.shape[1]), rate, _FRAME_PERIOD_MS * factor)
 
 
-def shape_level(x: NDArray[Any], energy: float) -> NDArray[Any]:
+def level_gain(x: NDArray[Any], energy: float) -> float:
+    """The gain :func:`shape_level` gives ``x``: its peak to a nominal level times
+    ``energy``; 0.0 for silent or non-finite audio."""
+    peak = float(np.max(np.abs(x))) if x.size else 0.0
+    if peak <= 0.0 or not np.isfinite(peak):
+        return 0.0
+    return _NOMINAL_PEAK * energy / peak
+
+
+def shape_level(x: NDArray[Any], energy: float, gain: float | None = None) -> NDArray[Any]:
     """Peak-normalise ``x`` to a nominal level times ``energy`` through a soft limiter.
 
     ``0.98 * tanh(g * x / 0.98)`` is linear for quiet samples, so the RMS follows
     ``energy`` (loud/soft are measurable), and it can never exceed 0.98, so loud speech
-    does not clip. Returns float32."""
-    peak = float(np.max(np.abs(x))) if x.size else 0.0
-    if peak <= 0.0 or not np.isfinite(peak):
+    does not clip. ``gain``: the one to apply instead (a later piece of a sentence takes
+    its first piece's, :func:`level_gain`, so the level does not jump at the join).
+    Returns float32."""
+    if gain is None:
+        gain = level_gain(x, energy)
+    if gain <= 0.0 or not np.all(np.isfinite(x)):
         return np.zeros(x.size, dtype=np.float32)
-    gain = _NOMINAL_PEAK * energy / peak
     y = _CEILING * np.tanh(x * (gain / _CEILING))
     return y.astype(np.float32)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from lib.engines.builtin.convert import Prosody, transfer
+from lib.engines.builtin.convert import Anchor, Prosody, transfer_piece
 from lib.engines.builtin.espeak import EspeakParams
 from lib.engines.builtin.kokoro.render import BASE_VOICES, shift_pitch
 from lib.engines.builtin.matching import change_duration
@@ -105,16 +105,26 @@ class Plan:
     def transform(self, x: NDArray[Any], rate: int, residual: float) -> NDArray[Any]:
         """A sentence of base audio at ``rate`` made into the voice: the prompt's frames
         matched, or for presets the style's pitch and the duration left to apply."""
+        return self.transform_piece(x, rate, residual, None)[0]
+
+    def transform_piece(
+        self, x: NDArray[Any], rate: int, residual: float, anchor: Anchor | float | None
+    ) -> tuple[NDArray[Any], Anchor | float | None]:
+        """:meth:`transform` of one piece of a sentence, with the sentence's ``anchor``
+        (what its first piece was normalised by; None for the first piece): returns the
+        audio and the anchor for the next piece."""
         if self.pool is not None:
             prosody = Prosody(
                 pitch_st=self.effect.pitch + self.seed_pitch,
                 range_factor=self.effect.range,
                 duration_factor=residual,
             )
-            return transfer(x, rate, self.pool, prosody, dio_speed=_DIO_SPEED[self.base],
-                            unvoiced=_MATCH_UNVOICED[self.base])  # fmt: skip
+            return transfer_piece(x, rate, self.pool, prosody, dio_speed=_DIO_SPEED[self.base],
+                                  unvoiced=_MATCH_UNVOICED[self.base],
+                                  anchor=anchor if isinstance(anchor, Anchor) else None)  # fmt: skip
         if self.base == "kokoro" and "kokoro" in self.params and (self.effect.pitch or self.effect.range != 1.0):
-            x = shift_pitch(x, rate, self.effect.pitch, self.effect.range)
+            x, anchor = shift_pitch(x, rate, self.effect.pitch, self.effect.range,
+                                    anchor if isinstance(anchor, float) else None)  # fmt: skip
         if abs(residual - 1.0) > _PRESET_STRETCH_TOLERANCE:
-            return change_duration(x, rate, residual)
-        return x
+            return change_duration(x, rate, residual), anchor
+        return x, anchor

@@ -15,8 +15,15 @@ Kokoro never reads the raw text: what it says is the reading the text front end 
   name: ``A`` is ``ˈA``, not the article).
 - ``pause``: the mark, attached to the word before it (``xau↓,``).
 
-A sentence ends at ``.``, ``?`` or ``!``; a sentence longer than one model call
-(:data:`MAX_IDS` ids) is cut at its commas, else between words.
+A sentence ends at ``.``, ``?`` or ``!``. It is said in *pieces*, one model call each, so
+that a streamed sentence starts to sound before it is all made (:func:`pieces`): a
+sentence of up to :data:`WHOLE_IDS` ids is one piece; a longer one starts with a piece of
+at most :data:`FIRST_IDS` ids (about 1-1.5 s of speech, made in about a second), and each
+later piece may be twice as long as the one before (up to :data:`MAX_IDS`), so that each
+is made while the ones before it play. Pieces end at commas where a clause fits, else
+between words (never leaving a remainder under :data:`MIN_PIECE_IDS` ids). A piece that
+ends at a comma joins the next with the clause's pause; a piece cut between words joins
+it tightly (:mod:`.render`).
 """
 
 from __future__ import annotations
@@ -31,13 +38,31 @@ from lib.engines.builtin.kokoro.vocab import to_ids
 from lib.engines.plausible import NO_BOUNDS, Bounds, units
 from lib.text.tokens import Reading, Token
 
-__all__ = ["MAX_IDS", "Sentence", "phonemise", "sandhi", "syllable_ipa"]
+__all__ = [
+    "FIRST_IDS",
+    "MAX_IDS",
+    "MIN_PIECE_IDS",
+    "WHOLE_IDS",
+    "Sentence",
+    "phonemise",
+    "pieces",
+    "sandhi",
+    "syllable_ipa",
+]
 
 _LOGGER = logging.getLogger(__name__)
 
 #: Most phoneme ids per model call. The graph takes 510; cutting long sentences at a
 #: clause well below that keeps each call's audio (and its memory) to about 15 s.
 MAX_IDS = 300
+#: A sentence of at most this many ids is one piece (about 2.5 s of speech: splitting it
+#: would save little time and add a join).
+WHOLE_IDS = 45
+#: Most ids of a longer sentence's first piece: what a listener waits for. A call has a
+#: fixed cost (about 0.6 s here) besides its length: 26 ids took 1.1 s, 86 ids 2.1 s.
+FIRST_IDS = 30
+#: No piece but a whole sentence is shorter (a call's fixed cost for a word or two).
+MIN_PIECE_IDS = 12
 _SENTENCE_ENDS = frozenset(".?!")
 _NUMERALS = frozenset("零〇一二三四五六七八九十两")
 _MAGNITUDES = frozenset("百千万亿")
@@ -52,7 +77,8 @@ class Sentence:
     """One sentence of a reading in Kokoro phonemes."""
 
     chunks: tuple[str, ...]
-    """Phoneme strings, one model call each (most sentences have one)."""
+    """Phoneme strings, one model call each (:func:`pieces`); one ending in ``,`` ends a
+    clause, any other but the last was cut between words."""
     language: str
     """``zh`` or ``en``: the language of most of its words (picks the voice)."""
     syllables: Bounds = NO_BOUNDS
@@ -163,55 +189,113 @@ def _english_items(sentence: list[Token]) -> list[str]:
     return items
 
 
-def _words(sentence: list[Token], ipa: list[str]) -> list[str]:
-    """The sentence as Kokoro words (pause marks attached), consuming ``ipa`` in order."""
+def _words(sentence: list[Token], ipa: list[str]) -> tuple[list[str], list[bool]]:
+    """The sentence as Kokoro words (pause marks attached), consuming ``ipa`` in order;
+    and for each word whether a piece may start at it: not right after a letter or a
+    number's reading (a code such as G4512 or A001 and its measure word 号, 次 stay in one
+    piece)."""
     words: list[str] = []
+    breaks: list[bool] = []
     syllables = sandhi(sentence)
     in_run = False
+    glued = False  # the last word was a letter or a number
+
+    def add(new: list[str], code: bool) -> None:
+        nonlocal glued
+        for word in new:
+            breaks.append(not glued)
+            words.append(word)
+            glued = code
+
     for token, syls in zip(sentence, syllables, strict=True):
+        code = token.kind == "letters" or token.source == "rule"
         if token.kind == "en":
             if not in_run:
-                words.extend(from_espeak(ipa.pop(0)).split())
+                add(from_espeak(ipa.pop(0)).split(), False)
             in_run = True
             continue
         in_run = False
         if token.kind == "zh":
             word = "".join(syllable_ipa(s) for s in syls)
             if word:
-                words.append(word)
+                add([word], code)
         elif token.kind == "letters":
-            words.extend(w for w in (from_espeak(ipa.pop(0)) for _ in token.units) if w)
+            add([w for w in (from_espeak(ipa.pop(0)) for _ in token.units) if w], True)
         elif token.kind == "pause" and token.reading:
             mark = token.reading[0]
             if words and words[-1][-1] not in ",.?!":
                 words[-1] += mark
-    return words
+            glued = False
+    return words, breaks
 
 
-def _chunks(words: list[str], limit: int) -> list[str]:
-    """Words joined into phoneme strings of at most ``limit`` ids, cut at commas first."""
-    clauses: list[list[str]] = [[]]
-    for word in words:
-        clauses[-1].append(word)
+def _n(words: list[str]) -> int:
+    return len(to_ids(" ".join(words)))
+
+
+def pieces(
+    words: list[str], limit: int = MAX_IDS, first: int = FIRST_IDS, breaks: list[bool] | None = None
+) -> list[str]:
+    """A sentence's words (pause marks attached) as phoneme strings, one model call each:
+    the first of at most ``first`` ids, each later one at most twice its predecessor's
+    budget and ``limit``; whole clauses (cut at commas) where they fit, else cut between
+    words where ``breaks`` allows (a piece may start at word i if ``breaks[i]``; a
+    clause with no allowed cut that fits is kept whole), never making a piece under
+    :data:`MIN_PIECE_IDS` ids of a clause."""
+    allowed = list(breaks) if breaks is not None else [True] * len(words)
+    kept = [(w[: limit * 2], b) for w, b in zip(words, allowed, strict=True) if w]  # a word longer than a call: cut
+    words, allowed = [w for w, _ in kept], [b for _, b in kept]
+    if not words:
+        return []
+    if _n(words) <= min(limit, max(first, WHOLE_IDS)):
+        return [" ".join(words)]
+    clauses: list[list[int]] = [[]]
+    for i, word in enumerate(words):
+        clauses[-1].append(i)
         if word.endswith(","):
             clauses.append([])
-    out: list[str] = []
-    current: list[str] = []
-    for clause in (c for c in clauses if c):
-        if len(to_ids(" ".join(current + clause))) <= limit:
+    queue = [c for c in clauses if c]
+
+    def ids(at: list[int]) -> int:
+        return _n([words[i] for i in at])
+
+    out: list[list[int]] = []
+    current: list[int] = []
+    budget = first
+    while queue:
+        clause = queue.pop(0)
+        if ids(current + clause) <= budget:
             current += clause
             continue
         if current:
-            out.append(" ".join(current))
-            current = []
-        for word in clause:  # a clause too long on its own: cut between words
-            if current and len(to_ids(" ".join([*current, word]))) > limit:
-                out.append(" ".join(current))
-                current = []
-            current.append(word[: limit * 2])
+            out.append(current)
+            current, budget = [], min(limit, budget * 2)
+            queue.insert(0, clause)
+            continue
+        # A clause over the budget on its own: cut it between words, at the last allowed
+        # place within the budget that leaves enough for a call of its own.
+        cuts = [
+            c for c in range(1, len(clause))
+            if allowed[clause[c]] and min(ids(clause[:c]), ids(clause[c:])) >= MIN_PIECE_IDS
+        ]  # fmt: skip
+        within = [c for c in cuts if ids(clause[:c]) <= budget]
+        if within:
+            cut = within[-1]
+        elif cuts and ids(clause) > limit:
+            cut = cuts[0]
+        elif ids(clause) <= limit:
+            cut = len(clause)  # no allowed place: the clause whole
+        else:  # pragma: no cover - a clause over a call with no allowed cut: by length
+            cut = max(1, next((c for c in range(1, len(clause)) if ids(clause[: c + 1]) > limit), len(clause)))
+        out.append(clause[:cut])
+        budget = min(limit, budget * 2)
+        if clause[cut:]:
+            queue.insert(0, clause[cut:])
     if current:
-        out.append(" ".join(current))
-    return [c for c in out if to_ids(c)]
+        out.append(current)
+    if len(out) > 2 and ids(out[-1]) < MIN_PIECE_IDS and ids(out[-2] + out[-1]) <= limit:
+        out[-2:] = [out[-2] + out[-1]]  # a last word or two: with the piece before
+    return [s for s in (" ".join(words[i] for i in p) for p in out) if to_ids(s)]
 
 
 def _language(sentence: list[Token], default: str) -> str:
@@ -233,7 +317,8 @@ def phonemise(reading: Reading, ipa: Ipa, *, limit: int = MAX_IDS) -> list[Sente
     for sentence, group in zip(sentences, items, strict=True):
         mine = flat[at : at + len(group)]
         at += len(group)
-        chunks = _chunks(_words(sentence, list(mine)), limit)
+        words, breaks = _words(sentence, list(mine))
+        chunks = pieces(words, limit, breaks=breaks)
         if chunks:
             out.append(Sentence(tuple(chunks), _language(sentence, reading.language), units(sentence)))
     return out

@@ -2,12 +2,16 @@
 
 :class:`KokoroBase` is what :class:`lib.engines.builtin.BuiltinEngine` uses instead of
 espeak-ng's audio when ``builtin.base`` is ``kokoro``. Per sentence
-(:mod:`.phonemes`): each chunk's phoneme ids go to the model with the voice's style row
-for that length, at the requested speed; the model's own edge silence (about 0.4 s
-before the speech, 0.5-0.8 s after it) is cut to :data:`LEAD` / :data:`TAIL`, chunks of
-one sentence are joined by a clause pause, and every sentence but the last gets a
-sentence pause (:data:`SENTENCE_GAP`). The engine then matches the voice toward the
-prompt (:mod:`..convert`) and shapes the level (peaks limited by a soft limiter).
+(:mod:`.phonemes`): each piece's phoneme ids go to the model with the voice's style row
+for that length, at the requested speed (:meth:`KokoroBase.pieces`, one at a time, so that
+a stream sends the first before the next is made); the model's own edge silence (about
+0.4 s before the speech, 0.5-0.8 s after it) is cut. Where a piece ends at a comma, it
+keeps :data:`TAIL` and the next :data:`LEAD`, with the clause's pause between
+(:data:`CLAUSE_GAP`, by language: what the model leaves at a comma inside one call);
+where it was cut between words, both keep only :data:`TIGHT`, so the join adds no
+pause. Every sentence but the last gets a sentence pause (:data:`SENTENCE_GAP`). The
+engine then matches the voice toward the prompt (:mod:`..convert`) and shapes the level
+(peaks limited by a soft limiter).
 
 Output stays at 24 kHz, the model's rate: resampling would cost time and add nothing, and
 24 kHz is a rate every stored format takes (OGG/Opus refuses 22.05 kHz).
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -32,14 +37,24 @@ from lib.engines.builtin.kokoro.voices import VoicePacks
 from lib.engines.plausible import InvalidAudioError, check_chunk
 from lib.text.tokens import Reading
 
-__all__ = ["BASE_VOICES", "LEAD", "SAMPLE_RATE", "SENTENCE_GAP", "TAIL", "KokoroBase", "shift_pitch", "trim_edges"]
+__all__ = [
+    "BASE_VOICES", "CLAUSE_GAP", "LEAD", "SAMPLE_RATE", "SENTENCE_GAP", "TAIL", "TIGHT", "KokoroBase", "shift_pitch",
+    "trim_edges",
+]  # fmt: skip
 
 _LOGGER = logging.getLogger(__name__)
 
-#: Seconds of the model's own silence kept before and after the speech of a chunk.
+#: Seconds of the model's own silence kept before and after the speech of a sentence.
 LEAD, TAIL = 0.03, 0.08
-#: Pause between the chunks of one long sentence, and after every sentence but the last.
-CLAUSE_GAP, SENTENCE_GAP = 0.15, 0.3
+#: ... and on both sides of a join between words (a piece cut for streaming).
+TIGHT = 0.02
+#: Silence added between pieces joined at a comma, by sentence language, so that the
+#: pause (TAIL + gap + LEAD and the model's own fade) is the one the model makes at a
+#: comma inside one call: measured 0.09-0.17 s in Mandarin and 0.29-0.35 s in English
+#: (zf_xiaoxiao, af_heart; silence below -30 dB of the speech's level).
+CLAUSE_GAP = {"zh": 0.0, "en": 0.19}
+#: Pause after every sentence but the last.
+SENTENCE_GAP = 0.3
 #: The Kokoro voice a prompt voice is read in, by (sentence language, pitch class): a
 #: fixed voice per class measured as good as the nearest or a blended voice once the
 #: prompt's frames are matched on top (facts.md, "Kokoro-82M").
@@ -94,24 +109,30 @@ def trim_edges(audio: NDArray[Any], rate: int = SAMPLE_RATE, lead: float = LEAD,
     return x[start:end]
 
 
-def shift_pitch(x: NDArray[Any], rate: int, semitones: float, range_factor: float) -> NDArray[Any]:
+def shift_pitch(
+    x: NDArray[Any], rate: int, semitones: float, range_factor: float, centre: float | None = None
+) -> tuple[NDArray[Any], float | None]:
     """``x`` with its F0 moved by ``semitones`` and its log-F0 spread scaled by
-    ``range_factor`` (WORLD analysis and resynthesis; envelope and aperiodicity kept).
-    For the style words of Kokoro preset voices, which have no frame pool to match."""
+    ``range_factor`` around ``centre`` (default: its own mean log-F0) (WORLD analysis and
+    resynthesis; envelope and aperiodicity kept); and the centre used (None if ``x`` was
+    too short or unvoiced to shift). For the style words of Kokoro preset voices, which
+    have no frame pool to match; a sentence's later pieces take its first piece's centre."""
     if x.size < 2048:
-        return x
+        return x, centre
     f0, times = _world.f0_track(x, rate, 5.0)
     sp = _world.envelope(x, rate, f0, times)
     ap = _world.aperiodicity(x, rate, f0, times)
     voiced = f0 > 0
     if int(voiced.sum()) < 5:
-        return x
+        return x, centre
     log_f0 = np.log(f0[voiced])
-    centre = float(log_f0.mean())
+    if centre is None:
+        centre = float(log_f0.mean())
     new = np.zeros_like(f0)
     new[voiced] = np.exp(centre + (log_f0 - centre) * range_factor + semitones * np.log(2.0) / 12.0)
     step = _world.FFT_SIZE // _world.SYNTH_FFT_SIZE
-    return _world.synthesize(new, np.ascontiguousarray(sp[:, ::step]), np.ascontiguousarray(ap[:, ::step]), rate, 5.0)
+    y = _world.synthesize(new, np.ascontiguousarray(sp[:, ::step]), np.ascontiguousarray(ap[:, ::step]), rate, 5.0)
+    return y, centre
 
 
 class KokoroBase:
@@ -136,22 +157,40 @@ class KokoroBase:
         """The reading in Kokoro phonemes, sentence by sentence (espeak-ng for English)."""
         return phonemise(reading, self._espeak.ipa)
 
-    def say(self, sentence: Sentence, voice: str, speed: float) -> tuple[NDArray[Any], float]:
-        """One sentence in voice ``voice``: float64 audio at :data:`SAMPLE_RATE`, edges
-        trimmed; and the duration factor still to apply (the model takes speeds 0.5-2)."""
+    def pieces(self, sentence: Sentence, voice: str, speed: float) -> Iterator[tuple[NDArray[Any], float]]:
+        """The sentence in voice ``voice``, piece by piece (:mod:`.phonemes`), each made
+        when asked for: float64 audio at :data:`SAMPLE_RATE`, edges trimmed for its joins,
+        and the seconds of silence that follow it within the sentence at the model's speed
+        (a clause's pause; 0 after a cut between words and after the last)."""
         model_speed = float(np.clip(speed, _MIN_SPEED, _MAX_SPEED))
-        pieces: list[NDArray[Any]] = []
-        gap = np.zeros(int(CLAUSE_GAP * SAMPLE_RATE))
-        for chunk in sentence.chunks:
+        count = len(sentence.chunks)
+        after_comma = True  # the sentence's start is trimmed like a clause's
+        for i, chunk in enumerate(sentence.chunks):
             ids = to_ids(chunk)
             audio = self.model.run(ids, self.voices.style(voice, len(ids)), model_speed)
             # Checked raw, before the trim could hide it (lib.engines.plausible).
             check_chunk(audio, "the Kokoro model's output")
-            trimmed = trim_edges(audio)
+            last = i == count - 1
+            clause = chunk.endswith(",")
+            trimmed = trim_edges(audio, lead=LEAD if after_comma else TIGHT, tail=TAIL if last or clause else TIGHT)
             if not trimmed.size:
                 # A chunk of speakable phonemes came back silent: never dropped quietly.
                 raise InvalidAudioError("silent", f"the Kokoro model's output for {len(ids)} phonemes is silent")
-            if pieces:
-                pieces.append(gap)
-            pieces.append(trimmed)
-        return np.concatenate(pieces), model_speed / speed
+            gap = 0.0 if last or not clause else CLAUSE_GAP.get(sentence.language, CLAUSE_GAP["zh"]) / model_speed
+            after_comma = clause
+            yield trimmed, gap
+
+    @staticmethod
+    def residual(speed: float) -> float:
+        """The duration factor still to apply after the model spoke at ``speed`` (it takes
+        speeds 0.5-2)."""
+        return float(np.clip(speed, _MIN_SPEED, _MAX_SPEED)) / speed
+
+    def say(self, sentence: Sentence, voice: str, speed: float) -> tuple[NDArray[Any], float]:
+        """One sentence in voice ``voice``: float64 audio at :data:`SAMPLE_RATE`, its
+        pieces joined (:meth:`pieces`); and the duration factor still to apply (the model
+        takes speeds 0.5-2)."""
+        parts: list[NDArray[Any]] = []
+        for audio, gap in self.pieces(sentence, voice, speed):
+            parts += [audio, np.zeros(round(gap * SAMPLE_RATE))]
+        return np.concatenate(parts), self.residual(speed)
