@@ -162,10 +162,12 @@ input[type=radio]:focus-visible, input[type=checkbox]:focus-visible {
 #: press to the first sound of its result, as the operator hears it, is written next to
 #: the badge (``#first-sound``). And a file that is not audio, chosen or dropped on a
 #: recording field, is refused here in both languages (Gradio would answer with an
-#: English pop-up listing MIME types): the tab's message box says what to upload. A
-#: press of Synthesise, Convert or an example stops the result playing at once. The
-#: result's error box is scrolled into view when an error appears in it. One player
-#: plays at a time: one that starts stops the others.
+#: English pop-up listing MIME types): the tab's message box says what to upload, and
+#: the last result goes (``#result-refused``). A press of Synthesise, Convert or an
+#: example stops the result playing at once. The result's error box is scrolled into
+#: view when an error appears in it, and kept there while the page above it settles.
+#: One player plays at a time: one that starts stops the others. The audio players'
+#: controls are labelled in both languages (Gradio's are English, or the browser's).
 JS = f"""
 () => {{
   document.documentElement.lang = "{LANG}";
@@ -244,9 +246,9 @@ JS = f"""
   const seconds = (s) => String(Math.round(parseFloat(s) * 100) / 100);
   const labels = [
     [/^(?:Adjust volume)$/, () => "音量 Volume"],
-    [/^Adjust playback speed to ([\d.]+)x$/, (m) => `播放速度 ${{m[1]}}x Playback speed ${{m[1]}}x`],
-    [/^Skip backwards by ([\d.]+) seconds$/, (m) => `后退 ${{seconds(m[1])}} 秒 Back ${{seconds(m[1])}} s`],
-    [/^Skip forward by ([\d.]+) seconds$/, (m) => `前进 ${{seconds(m[1])}} 秒 Forward ${{seconds(m[1])}} s`],
+    [/^Adjust playback speed to ([\\d.]+)x$/, (m) => `播放速度 ${{m[1]}}x Playback speed ${{m[1]}}x`],
+    [/^Skip backwards by ([\\d.]+) seconds$/, (m) => `后退 ${{seconds(m[1])}} 秒 Back ${{seconds(m[1])}} s`],
+    [/^Skip forward by ([\\d.]+) seconds$/, (m) => `前进 ${{seconds(m[1])}} 秒 Forward ${{seconds(m[1])}} s`],
     [/^(?:Play|播放)$/, () => "播放 Play"],
     [/^(?:Pause|暂停)$/, () => "暂停 Pause"],
     [/^(?:Download|下载)$/, () => "下载 Download"],
@@ -285,18 +287,36 @@ JS = f"""
       if (r.type === "attributes") relabel(r.target);
       else r.addedNodes.forEach(relabelAll);
     }}
-  }}).observe(document.body, {{ childList: true, subtree: true, attributes: true, attributeFilter: ["aria-label", "title"] }});
+  }}).observe(document.body, {{
+    childList: true, subtree: true, attributes: true, attributeFilter: ["aria-label", "title"],
+  }});
   // A refused press's errors come into view when they appear, wherever the page was: the
   // press scrolled the result panel up before the last result cleared, and the page
   // below it moved again meanwhile (on a phone the errors were left under the fold).
+  // The page may still change above them after that (a field's own problem line comes
+  // when its check answers, later on a busy machine): until the operator scrolls, types
+  // or clicks, they are brought back into view whenever the page's height changes.
   const messages = document.querySelector("#result-message");
   if (messages) {{
+    let kept = null;
+    const inView = (e) => {{
+      const box = e.getBoundingClientRect();
+      return box.top >= 0 && box.bottom <= window.innerHeight;
+    }};
+    for (const kind of ["wheel", "touchmove", "keydown", "mousedown"]) {{
+      addEventListener(kind, () => {{ kept = null; }}, {{ capture: true, passive: true }});
+    }}
     new MutationObserver(() => {{
       const error = messages.querySelector(".ui-error");
       if (!error || error.dataset.shown) return;
       error.dataset.shown = "1";
+      kept = error;
       requestAnimationFrame(() => error.scrollIntoView({{ block: "nearest" }}));
     }}).observe(messages, {{ childList: true, subtree: true }});
+    new ResizeObserver(() => {{
+      if (kept && !kept.isConnected) kept = null;
+      if (kept && !inView(kept)) kept.scrollIntoView({{ block: "nearest" }});
+    }}).observe(document.body);
   }}
 }}
 """
