@@ -256,6 +256,14 @@ def _synthesise_tab(h: Handlers, token: gr.Textbox) -> tuple[gr.Radio, gr.Dropdo
         lambda *values: None, inputs=rechecked, validator=h.clear_fields, show_progress="hidden",
         api_visibility="private",
     )  # fmt: skip
+    # A file that is not audio, refused by the page script on a recording field, takes the
+    # last result away (the page script presses this hidden button; FORGET_PRESS: a result
+    # still on its way does not play).
+    refused = gr.Button("refused", elem_id="result-refused", elem_classes=["result-refused"])
+    refused.click(
+        h.result_refused, outputs=[output, badge, details, notice, live], queue=False, show_progress="hidden",
+        api_visibility="private", js=FORGET_PRESS,
+    )  # fmt: skip
     # A switch by the operator (not an example setting the mode) discards the result area
     # and any request still running (its result belongs to a form no longer shown), and
     # the field messages that belong to the form left behind; the seed's and speed's own

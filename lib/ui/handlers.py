@@ -393,6 +393,14 @@ class Handlers(CacheHandlers):
             self.idle(False)(), self.idle(True)(),
         )  # fmt: skip
 
+    def result_refused(self) -> tuple[Any, ...]:
+        """A file that is not audio was chosen for a recording field (the page script
+        refused it and says so in the result's message box): the last result goes, so
+        that it is not left beside the error. Updates of: result, badge, details, notice,
+        live player (the message box keeps the page script's error)."""
+        live = gr.update(value=None, visible=False) if self.live_player else gr.update()
+        return None, "", "", gr.update(value="", visible=False), live
+
     @staticmethod
     def clear_fields(*fields: Any) -> list[dict[str, Any]]:
         """After a mode switch: no message at the fields (they named the form left

@@ -68,6 +68,11 @@ CSS = """
 .gradio-container { overflow: clip !important; }
 @media (min-width: 1000px) {
   #result-panel { position: sticky; top: 8px; align-self: flex-start; }
+  /* The panel sticks only as far as the form's row goes: with a result and its details
+     it is taller than the rest of the form below the Format field, and the row's end
+     pushed it (and the button on top) up out of the screen. The button sticks inside
+     the panel too, over the panel's top which is scrolled past. */
+  #generate, #convert { position: sticky; top: 8px; z-index: 5; }
 }
 #result-message:has(.prose:empty) { display: none; }
 /* A form error on a recording field: Gradio lays its red band over the field's label and
@@ -94,6 +99,11 @@ CSS = """
    error. */
 #seed > [data-testid=status-tracker]:has(.validation-error),
 #speed > [data-testid=status-tracker]:has(.validation-error) { display: none !important; }
+/* ... and the copy Gradio writes under the label of a text or number box: it came with the
+   validator, after the error list of the press was scrolled into view, and on a phone it
+   pushed that list (under the form) down out of the screen. */
+#seed [data-testid=block-info] .validation-error, #speed [data-testid=block-info] .validation-error {
+  display: none !important; }
 /* A field's own problem line (the seed and speed as they are typed): the error colour. */
 .field-error [data-testid=block-info], .field-error .info-text, .field-error span.info {
   color: var(--error-text-color) !important; font-weight: 600; }
@@ -111,6 +121,16 @@ input[type=radio]:focus-visible, input[type=checkbox]:focus-visible {
    phone); lines break between words only (the columns are wide enough for the longest
    word of the headers and of a voice name, webui.py). */
 #top-requested .wrap, #top-missed .wrap { word-break: normal !important; overflow-wrap: normal !important; }
+/* Every other table likewise (the needs-review and batch tables, the lexicon, the usage
+   table of the Cache tab's figures, a Markdown table): a word stays whole, and a table
+   wider than the screen scrolls sideways instead ("req|uests", "Phr|ase" on a phone). */
+[role=grid] span.wrap { word-break: normal !important; overflow-wrap: normal !important; }
+.prose table { display: block; max-width: 100%; overflow-x: auto; }
+.prose table th, .prose table td { word-break: normal !important; overflow-wrap: normal !important; }
+/* Gradio's "错误 Error" pill over a component whose event failed lay over the text of
+   the message box it is drawn on (the lexicon's and the takes' last message, the result);
+   the failure is said in both languages in the tab's message box (.ui-error) instead. */
+[data-testid=status-tracker]:has(> span.error) { display: none !important; }
 .cache-result { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; }
 /* The start-up preload's banner over the tabs: shown while it runs (or after, when phrases
    failed); its block takes no room while it has nothing to say. */
@@ -118,6 +138,8 @@ input[type=radio]:focus-visible, input[type=checkbox]:focus-visible {
 #health-banner:not(:has(.health-banner)) { display: none; }
 /* The button the page script presses when /healthz changes (lib/ui/health.py): never seen. */
 #health-refresh { display: none !important; }
+/* The button the page script presses when it refuses a file that is not audio (webui.py). */
+#result-refused { display: none !important; }
 .health-banner { background: #fee2e2; color: #7f1d1d; border: 1px solid #b91c1c; border-radius: var(--radius-md);
   padding: 8px 12px; }
 .health-banner ul { margin: 4px 0 0 1.2em; }
@@ -140,10 +162,12 @@ input[type=radio]:focus-visible, input[type=checkbox]:focus-visible {
 #: press to the first sound of its result, as the operator hears it, is written next to
 #: the badge (``#first-sound``). And a file that is not audio, chosen or dropped on a
 #: recording field, is refused here in both languages (Gradio would answer with an
-#: English pop-up listing MIME types): the tab's message box says what to upload. A
-#: press of Synthesise, Convert or an example stops the result playing at once. The
-#: result's error box is scrolled into view when an error appears in it. One player
-#: plays at a time: one that starts stops the others.
+#: English pop-up listing MIME types): the tab's message box says what to upload, and
+#: the last result goes (``#result-refused``). A press of Synthesise, Convert or an
+#: example stops the result playing at once. The result's error box is scrolled into
+#: view when an error appears in it, and kept there while the page above it settles.
+#: One player plays at a time: one that starts stops the others. The audio players'
+#: controls are labelled in both languages (Gradio's are English, or the browser's).
 JS = f"""
 () => {{
   document.documentElement.lang = "{LANG}";
@@ -211,20 +235,88 @@ JS = f"""
       div.textContent = "✖ " + text;
       target.replaceChildren(div);
     }}
+    // The last result goes (it is not left beside the error): webui's hidden button.
+    if (box === "result-message") document.querySelector("#result-refused")?.click();
   }};
   document.addEventListener("change", (event) => refuse(event, event.target.files), true);
   document.addEventListener("drop", (event) => refuse(event, event.dataTransfer && event.dataTransfer.files), true);
+  // The audio players' controls in both languages: Gradio labels its waveform player's
+  // buttons in English ("Skip backwards by 0.24322900000000003 seconds"), play, pause and
+  // download in the browser's language only. Labels are rewritten as they appear or change.
+  const seconds = (s) => String(Math.round(parseFloat(s) * 100) / 100);
+  const labels = [
+    [/^(?:Adjust volume)$/, () => "音量 Volume"],
+    [/^Adjust playback speed to ([\\d.]+)x$/, (m) => `播放速度 ${{m[1]}}x Playback speed ${{m[1]}}x`],
+    [/^Skip backwards by ([\\d.]+) seconds$/, (m) => `后退 ${{seconds(m[1])}} 秒 Back ${{seconds(m[1])}} s`],
+    [/^Skip forward by ([\\d.]+) seconds$/, (m) => `前进 ${{seconds(m[1])}} 秒 Forward ${{seconds(m[1])}} s`],
+    [/^(?:Play|播放)$/, () => "播放 Play"],
+    [/^(?:Pause|暂停)$/, () => "暂停 Pause"],
+    [/^(?:Download|下载)$/, () => "下载 Download"],
+    [/^(?:Reset audio)$/, () => "复原 Reset"],
+    [/^(?:Trim audio to selection)$/, () => "裁剪到所选 Trim to selection"],
+    [/^(?:High volume)$/, () => "高音量 High volume"],
+    [/^(?:Low volume)$/, () => "低音量 Low volume"],
+    [/^(?:Muted volume)$/, () => "静音 Muted"],
+  ];
+  const bilingual = (text) => {{
+    for (const [pattern, make] of labels) {{
+      const m = pattern.exec(text);
+      if (m) return make(m);
+    }}
+    return null;
+  }};
+  const relabel = (el) => {{
+    for (const name of ["aria-label", "title"]) {{
+      const text = el.getAttribute(name);
+      const both = text && bilingual(text);
+      if (both && both !== text) el.setAttribute(name, both);
+    }}
+    if (el.tagName === "title") {{  // an icon's tooltip (the volume)
+      const both = bilingual(el.textContent || "");
+      if (both && both !== el.textContent) el.textContent = both;
+    }}
+  }};
+  const relabelAll = (root) => {{
+    if (!(root instanceof Element)) return;
+    if (root.matches("[aria-label], [title], title")) relabel(root);
+    root.querySelectorAll("[aria-label], [title], title").forEach(relabel);
+  }};
+  relabelAll(document.body);
+  new MutationObserver((records) => {{
+    for (const r of records) {{
+      if (r.type === "attributes") relabel(r.target);
+      else r.addedNodes.forEach(relabelAll);
+    }}
+  }}).observe(document.body, {{
+    childList: true, subtree: true, attributes: true, attributeFilter: ["aria-label", "title"],
+  }});
   // A refused press's errors come into view when they appear, wherever the page was: the
   // press scrolled the result panel up before the last result cleared, and the page
   // below it moved again meanwhile (on a phone the errors were left under the fold).
+  // The page may still change above them after that (a field's own problem line comes
+  // when its check answers, later on a busy machine): until the operator scrolls, types
+  // or clicks, they are brought back into view whenever the page's height changes.
   const messages = document.querySelector("#result-message");
   if (messages) {{
+    let kept = null;
+    const inView = (e) => {{
+      const box = e.getBoundingClientRect();
+      return box.top >= 0 && box.bottom <= window.innerHeight;
+    }};
+    for (const kind of ["wheel", "touchmove", "keydown", "mousedown"]) {{
+      addEventListener(kind, () => {{ kept = null; }}, {{ capture: true, passive: true }});
+    }}
     new MutationObserver(() => {{
       const error = messages.querySelector(".ui-error");
       if (!error || error.dataset.shown) return;
       error.dataset.shown = "1";
+      kept = error;
       requestAnimationFrame(() => error.scrollIntoView({{ block: "nearest" }}));
     }}).observe(messages, {{ childList: true, subtree: true }});
+    new ResizeObserver(() => {{
+      if (kept && !kept.isConnected) kept = null;
+      if (kept && !inView(kept)) kept.scrollIntoView({{ block: "nearest" }});
+    }}).observe(document.body);
   }}
 }}
 """
