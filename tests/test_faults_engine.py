@@ -524,3 +524,44 @@ def test_engine_unavailable_at_shutdown_is_a_clear_503(tmp_path: Path, stuck: St
     thread.join(30)
     assert isinstance(failed[0], EngineUnavailableError) and "shutting down" in str(failed[0])
     assert json.dumps(svc.watchdog.health())  # still readable after close
+
+
+class SlowLoadTone(ToneEngine):
+    """A tone engine whose one-time ``warm()`` (like the builtin engine's model load and
+    check) takes ``load`` seconds, or never ends while ``gate`` is clear."""
+
+    def __init__(self, load: float) -> None:
+        super().__init__()
+        self.load = load
+        self.loads = 0
+        self.gate = threading.Event()
+
+    def warm(self) -> None:
+        self.loads += 1
+        if self.load == float("inf"):
+            self.gate.wait(30)
+        else:
+            time.sleep(self.load)
+
+
+@pytest.mark.parametrize("call", ["synthesise", "stream", "convert"])
+def test_the_first_call_is_not_failed_by_the_engines_load(call: str) -> None:
+    """The load runs under a deadline of its own (LOAD_FACTOR x timeout) before the call's
+    starts: a load longer than the call's deadline does not fail the first request, and
+    runs once; a load that never ends fails with the watchdog's error."""
+    config = WatchdogConfig(timeout=0.4, per_char=0, per_audio_second=0, probe_interval=0)
+    slow = SlowLoadTone(load=0.8)  # twice the call's deadline, within the load's (1.6 s)
+    watchdog = Watchdog(slow, config, Metrics(dict))
+    engine = WatchedEngine(slow, watchdog)
+    within(30, lambda: _call(engine, call))
+    within(30, lambda: _call(engine, call))
+    assert slow.loads == 1
+    watchdog.close()
+    hung = SlowLoadTone(load=float("inf"))
+    watchdog = Watchdog(hung, config, Metrics(dict))
+    try:
+        with pytest.raises(EngineTimeoutError, match="model load"):
+            within(30, lambda: _call(WatchedEngine(hung, watchdog), call))
+    finally:
+        hung.gate.set()
+        watchdog.close()

@@ -29,8 +29,10 @@ from lib.cache.entry import CachedAudio
 from lib.config import BuiltinConfig, load_config
 from lib.engines.builtin import BuiltinEngine
 from lib.engines.builtin.kokoro import canary
-from lib.engines.builtin.kokoro.model import KokoroModel
+from lib.engines.builtin.kokoro.install import find_install
+from lib.engines.builtin.kokoro.model import KokoroModel, join_parts, loaded_graph
 from lib.engines.builtin.kokoro.render import trim_edges
+from lib.engines.builtin.kokoro.unsigned import signed_weights, unsigned_weights
 from lib.engines.plausible import (
     PEAK_LIMIT,
     Bounds,
@@ -352,3 +354,68 @@ def test_an_all_cached_preload_exits_cleanly_every_time(tmp_path: Path) -> None:
         again = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=600, env=env)
         assert again.returncode == 0, again.stderr[-2000:]
         assert "2 already cached, 0 failed" in again.stdout
+
+
+def _saturating_matmul(zero_point: bool) -> tuple[bytes, np.ndarray, int]:
+    """A one-node MatMulInteger with signed weights in +-127 (u8 x s8 pairs beyond 16 bits:
+    AVX2's ``vpmaddubsw`` saturates them), with or without a weight zero point."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w = rng.integers(-127, 128, size=(512, 64)).astype(np.int8)
+    wz = 5 if zero_point else 0
+    inputs = ["x", "w", "xz", "wz"] if zero_point else ["x", "w", "xz"]
+    inits = [numpy_helper.from_array(w, "w")]
+    if zero_point:
+        inits.append(numpy_helper.from_array(np.array(wz, dtype=np.int8), "wz"))
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", inputs, ["y"])], "saturating",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [None, 512]),
+         helper.make_tensor_value_info("xz", TensorProto.UINT8, [])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, None)], inits,
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return model.SerializeToString(), w, wz
+
+
+@pytest.mark.parametrize("zero_point", [True, False], ids=["zero-point", "no-zero-point"])
+def test_signed_weights_made_unsigned_give_exact_products_on_this_cpu(zero_point: bool) -> None:
+    """Kokoro's u8 x s8 products saturate on AVX2 CPUs; the loader makes its weights
+    unsigned (the same integers), whose products are exact: checked here at every length
+    with activations that saturate an AVX2 u8 x s8 kernel, against exact arithmetic."""
+    import onnx
+
+    data, w, wz = _saturating_matmul(zero_point)
+    rewritten = unsigned_weights(data)
+    assert signed_weights(onnx.load_from_string(data)) and not signed_weights(onnx.load_from_string(rewritten))
+    session = canary._session(rewritten, 1)
+    rng = np.random.default_rng(4)
+    for length in canary.LENGTHS:
+        x = rng.integers(0, 256, size=(length, 512)).astype(np.uint8)
+        xz = int(rng.integers(0, 256))
+        got = session.run(None, {"x": x, "xz": np.array(xz, dtype=np.uint8)})[0]
+        want = (x.astype(np.float64) - xz) @ (w.astype(np.float64) - wz)
+        assert np.array_equal(got.astype(np.float64), want), f"length {length}"
+
+
+@pytest.mark.kokoro
+def test_the_loaded_kokoro_graph_has_only_unsigned_weights_with_the_same_integers() -> None:
+    """What the model loader gives onnxruntime: no signed weight left, every rewritten one
+    the same integer (w + 128 with zero point z + 128)."""
+    import onnx
+    from onnx import numpy_helper
+
+    install, missing = find_install()
+    if install is None:
+        pytest.skip(f"the Kokoro base is not installed: {missing}")
+    original = onnx.load_from_string(join_parts(install.parts))
+    signed = signed_weights(original)
+    assert len(signed) > 100  # the export's MatMulInteger and LSTM weights and their zero points
+    loaded = onnx.load_from_string(loaded_graph(install.parts))
+    assert not signed_weights(loaded)
+    before = {t.name: t for t in original.graph.initializer}
+    after = {t.name: t for t in loaded.graph.initializer}
+    for name in signed:
+        old = numpy_helper.to_array(before[name]).astype(np.int16)
+        new = numpy_helper.to_array(after[name])
+        assert new.dtype == np.uint8 and np.array_equal(new.astype(np.int16) - 128, old), name

@@ -76,7 +76,7 @@ _POLL = 0.25
 
 _WHAT = {
     "synthesise": "synthesis", "stream": "synthesis", "convert": "conversion",
-    "extract_voice": "voice analysis", "probe": "probe synthesis",
+    "extract_voice": "voice analysis", "probe": "probe synthesis", "load": "model load",
 }  # fmt: skip
 
 

@@ -9,6 +9,7 @@ attributes (name, model version, modes, presets) goes straight through.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +24,13 @@ from lib.text.tokens import Reading
 __all__ = ["WatchedEngine"]
 
 _LOGGER = logging.getLogger(__name__)
+
+
+#: The engine's one-time load (the builtin engine's Kokoro model and its load-time
+#: check) may take this many times ``watchdog.timeout``, under a deadline of its own,
+#: before the first call's deadline starts: that call is not failed for being the first
+#: (on a loaded 2-core machine the load and check took over 30 s once).
+LOAD_FACTOR = 4.0
 
 
 def _chars(text: str, speed: float) -> int:
@@ -47,6 +55,17 @@ class WatchedEngine:
         self.sample_rate = engine.sample_rate
         self.modes = engine.modes
         self.style_modes = engine.style_modes
+        self._loaded = threading.Event()
+
+    def _load(self) -> None:
+        """The engine's ``warm()`` (its one-time load), if it has one and it has not run,
+        under its own deadline (:data:`LOAD_FACTOR`)."""
+        if self._loaded.is_set():
+            return
+        warm = getattr(self.inner, "warm", None)
+        if callable(warm):
+            self.watchdog.run("load", self.watchdog.config.timeout * LOAD_FACTOR, warm)
+        self._loaded.set()
 
     @property
     def converts(self) -> bool:
@@ -66,6 +85,7 @@ class WatchedEngine:
         self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str,
         reading: Reading | None = None,
     ) -> Synthesis:  # fmt: skip
+        self._load()
         deadline = self.watchdog.config.deadline(chars=_chars(text, speed))
         return self.watchdog.run(
             "synthesise", deadline,
@@ -76,6 +96,7 @@ class WatchedEngine:
         self, text: str, voice: VoiceProfile, *, style: str, seed: int, speed: float, mode: str,
         reading: Reading | None = None,
     ) -> Iterator[NDArray[Any]]:  # fmt: skip
+        self._load()
         deadline = self.watchdog.config.deadline(chars=_chars(text, speed))
         return self.watchdog.iterate(
             "stream", deadline,
@@ -86,6 +107,7 @@ class WatchedEngine:
         inner = self.inner
         if not (can_convert(inner) and isinstance(inner, VoiceConverter)):
             raise EngineError(f"the {self.name} engine cannot convert recordings")
+        self._load()
         seconds = _seconds(source_pcm)
         if isinstance(speed, (int, float)) and 0 < speed < 1:
             seconds /= speed

@@ -7,12 +7,16 @@ spikes or garbled speech for about a quarter of ordinary sentences, differently 
 thread count. The pinned version is right, but a wheel swapped by hand, another build or
 a CPU nobody measured must not reach a listener. So:
 
-- :func:`check_kernels` (at engine construction, 0.4-0.7 s, no model needed): one-node
-  ``ConvInteger`` and ``MatMulInteger`` graphs shaped like Kokoro's, with unsigned and
-  signed weights, run at every time length 1-64 (every remainder mod 32, twice) at the
-  engine's thread count and at one thread, compared with exact integer arithmetic
-  (float64 matrix products of 8-bit integers are exact). A mismatch means the engine
-  speaks with the espeak base instead, with one warning, and ``/healthz`` says why.
+- :func:`check_kernels` (at engine construction, 0.2-0.4 s, no model needed): one-node
+  ``ConvInteger`` and ``MatMulInteger`` graphs shaped like Kokoro's, with unsigned
+  weights as the loaded graph has them (:mod:`.unsigned`: its signed weights are made
+  unsigned at load, because u8 x s8 products saturate on AVX2 CPUs), run at every time
+  length 1-64 (every remainder mod 32, twice) at the engine's thread count and at one
+  thread, compared with exact integer arithmetic (float64 matrix products of 8-bit
+  integers are exact). A mismatch means the engine speaks with the espeak base instead,
+  with one warning, and ``/healthz`` says why. Signed weights are not checked: the graph
+  has none (u8 x s8 is wrong on every AVX2 CPU, by design of its kernel, and checking it
+  turned the default voice into espeak there).
 - :func:`check_outputs` (when the model loads, before its first request): short and
   ordinary sentences of every language the base speaks, including the ones a broken
   runtime failed on ("OK.", 谢谢。), through the real model; every chunk must be finite
@@ -49,6 +53,8 @@ LENGTHS = tuple(range(1, 65))
 _CONVS = ((512, 64, 1, 0, 1), (128, 128, 3, 1, 1))
 #: (inner, outer) sizes of the MatMulInteger checks (the length is the row count).
 _MATMULS = ((512, 64),)
+#: Weight signedness checked: unsigned only, as the loaded graph has (:mod:`.unsigned`).
+_SIGNED = (False,)
 #: What the loaded model must say right: language -> (Kokoro voice, texts).
 CANARY_TEXTS = {
     "zh": ("zf_xiaoxiao", ("谢谢。", "请不要把头和手伸出窗外。")),
@@ -129,7 +135,7 @@ def _cases() -> list[Case]:
     rng = np.random.default_rng(7)
     cases: list[Case] = []
     for cin, cout, k, pad, dil in _CONVS:
-        for signed in (False, True):
+        for signed in _SIGNED:
             data, w, wz = _conv_model(cin, cout, k, pad, dil, signed)
             runs = []
             for length in LENGTHS:
@@ -138,7 +144,7 @@ def _cases() -> list[Case]:
                 runs.append(({"x": x, "xz": np.array(xz, dtype=np.uint8)}, _conv_reference(x, xz, w, wz, pad, dil)))
             cases.append((f"ConvInteger {cin}->{cout} k{k} {'s8' if signed else 'u8'}", data, runs))
     for inner, outer in _MATMULS:
-        for signed in (False, True):
+        for signed in _SIGNED:
             data, w, wz = _matmul_model(inner, outer, signed)
             runs = []
             for length in LENGTHS:
