@@ -78,7 +78,7 @@ sys.path.insert(0, str(REPO))
 
 from lib.config import BuiltinConfig  # noqa: E402
 from lib.engines.builtin import BuiltinEngine, _world, convert, plan  # noqa: E402
-from lib.engines.builtin.convert import K, Prosody, _map_f0, _match  # noqa: E402
+from lib.engines.builtin.convert import K, Prosody, _class_mean, _map_f0, _match  # noqa: E402
 from lib.engines.builtin.features import (  # noqa: E402
     GRID_HZ,
     band_aperiodicity,
@@ -207,14 +207,14 @@ def staged_transfer(spec: Spec, x: np.ndarray, rate: int, pool: FramePool, proso
         pool_sel = pool.voiced == cls
         if not sel.any() or int(pool_sel.sum()) < K:
             continue
-        idx = _match(cep, sel, pool, pool_sel)
+        own, own_mean, pool_mean = cep[sel, 1:], _class_mean(cep, sel), _class_mean(pool.cepstra, pool_sel)
+        idx = _match(own, own_mean, pool, pool_sel, pool_mean)
         matched = pool.cepstra[idx][:, :, 1:].mean(axis=1)
-        own = cep[sel, 1:]
         if spec.shift:
             # The base's own frames moved by the difference of the class means (the part of
             # the envelope the matching removes before it compares frames): the prompt's
             # average vocal tract, every phonetic detail of the base kept.
-            own = own + (pool.cepstra[pool_sel, 1:].mean(axis=0) - own.mean(axis=0))
+            own = own + (pool_mean - own_mean)
         if spec.env == 1.0:
             out[sel, 1:] = matched
         elif spec.env > 0.0 or spec.shift:

@@ -84,7 +84,7 @@ def test_model_version_and_key_change_with_the_base(engine: BuiltinEngine) -> No
     espeak = BuiltinEngine(BuiltinConfig(base="espeak"))
     try:
         kv, ev = engine.model_version, espeak.model_version
-        assert kv.startswith("builtin-kokoro-2+kokoro-v1.0-int8-6e742170d309+voices-")
+        assert kv.startswith("builtin-kokoro-3+kokoro-v1.0-int8-6e742170d309+voices-")
         # The runtime's version is in the key: the one requirements.txt pins (>= 1.25.1, issue 31).
         pinned = re.search(r"^onnxruntime==(\S+)", (REPO / "requirements.txt").read_text(), re.M)
         assert pinned is not None and tuple(int(n) for n in pinned.group(1).split(".")[:2]) >= (1, 25)
