@@ -116,9 +116,10 @@ def _voiced_frames(x: np.ndarray, rate: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_kokoro_envelope_keeps_the_source_frames_moved_to_the_voice(voices: dict[str, VoiceProfile]) -> None:
-    """``matched=0`` (the Kokoro base's setting, issue 33): each voiced frame is the source's own
-    moved by the class-mean difference, so the output's voiced mean is the voice's while its
-    frame-to-frame detail (the vowels) stays the source's; the kNN (``matched=1``) loses that detail."""
+    """``matched=0``, the pure shift (the Kokoro base ships 0.5, issue 33): each voiced frame is
+    the source's own moved by the class-mean difference, so the output's voiced mean is the
+    voice's while its frame-to-frame detail (the vowels) stays the source's; the kNN
+    (``matched=1``) loses that detail."""
     from lib.engines.builtin.convert import Prosody, transfer
 
     rate = 16_000

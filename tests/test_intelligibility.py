@@ -46,10 +46,10 @@ CLONE_ITEM: tuple[Lang, str, str] = ("en", "dev/megatts3_en.flac", "The pharmacy
 #: bench/bench_clone_stages.py's, heard with 0 errors in 14 syllables in every variant measured there.
 ZH_CLONE_ITEM: tuple[Lang, str, str] = ("zh", "zh_female_prompt.wav", "请前往七号登机口办理登机手续。")
 #: Its bound: 2 syllables of 14 (the clone is heard with 0). Mutations that garble the matching
-#: fail it: the voiced frames' envelopes shuffled in time (``convert._envelope``) 1.00, nothing
-#: heard; before issue 33's change, when the envelope was the kNN's, the kNN indices shuffled
-#: 1.07 ("想加兩次還有幫助可幫你幫助傻小"). (The kNN now gives only the aperiodicity: shuffled
-#: indices are heard right and pass.)
+#: fail it: the new voiced envelopes (``convert._envelope``'s result) shuffled in time 0.86
+#: ("下周二期後, 幫助可, 幫你幫助少許"); before issue 33's change, when the envelope was the
+#: kNN's alone, the kNN indices shuffled 1.07. (Now that half of the envelope is the base's own,
+#: shuffling only one half, the kNN's or the shifted base's, is heard right and passes.)
 ZH_CLONE_LIMIT = 0.15
 #: Pooled error (edits / reference units) of the preset items, per language: the targets
 #: (0.05, 0.08) with margin; the benchmark measures 0 on these items.

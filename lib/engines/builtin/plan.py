@@ -48,10 +48,11 @@ _DIO_SPEED = {"espeak": 2, "kokoro": 1}
 _MATCH_UNVOICED = {"espeak": True, "kokoro": False}
 #: Weight of the matched (kNN) envelope in voiced frames against the base's own frames
 #: moved to the prompt's class mean (``convert._envelope``). Kokoro's vowels are clear and
-#: the kNN replaced them by averages of the prompt's frames: measured in issue 33
-#: (docs/builtin-engine.md), 1 took the Mandarin pinyin error from 0.036 to 0.107; espeak's
-#: envelope is not worth keeping, so it is matched alone.
-_MATCHED_ENVELOPE = {"espeak": 1.0, "kokoro": 0.0}
+#: the kNN replaced them by averages of the prompt's frames. Measured in issue 33 on the TUNE
+#: voices of bench/bench_voice.py (judge; docs/builtin-engine.md): 1 pinyin error 0.094, word
+#: error 0.025, similarity 0.722, split identification 4/5; 0.5: 0.016, 0.007, 0.692, 3/5;
+#: 0: 0.020, 0, 0.674, 2/5. espeak's envelope is not worth keeping: matched alone.
+_MATCHED_ENVELOPE = {"espeak": 1.0, "kokoro": 0.5}
 
 
 def voice_name(lang: str, variant: str) -> str:
