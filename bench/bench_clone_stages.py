@@ -22,8 +22,9 @@ copy of ``lib.engines.builtin.convert.transfer`` whose stages can be switched on
 - the 2 x 2 x 2 factorial on top of ``cep``: ``F`` F0 mapped to the prompt's log-F0 mean and
   spread (the base's contour shape kept), ``E`` the envelope (cepstra 1-39) from the 4 nearest
   prompt frames, ``A`` voiced frames' band aperiodicity from the same neighbours;
-  ``E+F+A`` is the matching as shipped (checked bit-identical to ``convert.transfer``: the
-  ``shipped`` variant calls the original);
+  ``E+F+A`` is the matching as shipped before issue 33's change; ``shipped`` calls
+  ``convert.transfer`` as it is now (since that change: ``shift blend 0.5``), checked
+  bit-identical to the switchable copy with the shipped weight;
 - ``blend a``: the shipped matching with the matched cepstra mixed with the base's,
   ``a * matched + (1 - a) * base`` (a = 0.25, 0.5, 0.75);
 - ``shift``: no kNN envelope at all: the base's own cepstra 1-39 moved by the difference of the
@@ -78,7 +79,7 @@ sys.path.insert(0, str(REPO))
 
 from lib.config import BuiltinConfig  # noqa: E402
 from lib.engines.builtin import BuiltinEngine, _world, convert, plan  # noqa: E402
-from lib.engines.builtin.convert import K, Prosody, _map_f0, _match  # noqa: E402
+from lib.engines.builtin.convert import K, Prosody, _class_mean, _map_f0, _match  # noqa: E402
 from lib.engines.builtin.features import (  # noqa: E402
     GRID_HZ,
     band_aperiodicity,
@@ -138,7 +139,7 @@ VARIANTS = [
     Spec("E+A", "envelope + aperiodicity matched, base F0", env=1.0, ap=True),
     Spec("E+F", "envelope matched + F0 mapped, base aperiodicity", env=1.0, f0=True),
     Spec("F+A", "F0 mapped + aperiodicity matched, base envelope", f0=True, ap=True),
-    Spec("shipped", "the matching as shipped (E+F+A, convert.transfer)", kind="shipped"),
+    Spec("shipped", "the matching as shipped (convert.transfer; E+F+A before issue 33)", kind="shipped"),
     Spec("blend 0.25", "shipped, envelope 0.25 matched + 0.75 base", env=0.25, f0=True, ap=True),
     Spec("blend 0.5", "shipped, envelope 0.5 matched + 0.5 base", env=0.5, f0=True, ap=True),
     Spec("blend 0.75", "shipped, envelope 0.75 matched + 0.25 base", env=0.75, f0=True, ap=True),
@@ -185,9 +186,10 @@ def _analysis(x: np.ndarray, rate: int, dio_speed: int) -> dict[str, Any]:
 
 
 def staged_transfer(spec: Spec, x: np.ndarray, rate: int, pool: FramePool, prosody: Prosody, *,
-                    dio_speed: int = 2, unvoiced: bool = True) -> np.ndarray:  # fmt: skip
+                    dio_speed: int = 2, unvoiced: bool = True, matched: float = 1.0) -> np.ndarray:  # fmt: skip
     """``convert.transfer`` with its stages switched by ``spec`` (same order of operations, so
-    ``Spec(env=1, f0=True, ap=True)`` gives the same bytes)."""
+    ``Spec(env=w, f0=True, ap=True, shift=w < 1)`` gives the same bytes as ``matched=w``); the
+    engine's ``matched`` is ignored: ``spec.env`` decides."""
     if x.size < convert._MIN_SAMPLES:
         return x
     a = _analysis(x, rate, dio_speed)
@@ -207,14 +209,14 @@ def staged_transfer(spec: Spec, x: np.ndarray, rate: int, pool: FramePool, proso
         pool_sel = pool.voiced == cls
         if not sel.any() or int(pool_sel.sum()) < K:
             continue
-        idx = _match(cep, sel, pool, pool_sel)
+        own, own_mean, pool_mean = cep[sel, 1:], _class_mean(cep, sel), _class_mean(pool.cepstra, pool_sel)
+        idx = _match(own, own_mean, pool, pool_sel, pool_mean)
         matched = pool.cepstra[idx][:, :, 1:].mean(axis=1)
-        own = cep[sel, 1:]
         if spec.shift:
             # The base's own frames moved by the difference of the class means (the part of
             # the envelope the matching removes before it compares frames): the prompt's
             # average vocal tract, every phonetic detail of the base kept.
-            own = own + (pool.cepstra[pool_sel, 1:].mean(axis=0) - own.mean(axis=0))
+            own = own + (pool_mean - own_mean)
         if spec.env == 1.0:
             out[sel, 1:] = matched
         elif spec.env > 0.0 or spec.shift:
@@ -444,13 +446,14 @@ def main(argv: list[str] | None = None) -> int:
                 audio = np.asarray(result.audio, dtype=np.float32)
                 if spec.kind == "shipped" and not checked_identity and not spec.nearest:
                     # The switchable copy with every stage on must be the shipped transfer.
-                    install(Spec("check", "", env=1.0, f0=True, ap=True), None)
+                    weight = plan._MATCHED_ENVELOPE["kokoro"]
+                    install(Spec("check", "", env=weight, f0=True, ap=True, shift=weight < 1.0), None)
                     again = engine.synthesise(text, profiles[n], style="", seed=SEED, speed=1.0, mode="cross_lingual")
                     install(spec, None)
                     if not np.array_equal(np.asarray(again.audio, dtype=np.float32), audio):
                         raise SystemExit("the staged transfer with every stage on differs from convert.transfer")
                     checked_identity = True
-                    print("# staged transfer (E+F+A) == convert.transfer: bit-identical", flush=True)
+                    print(f"# staged transfer (matched {weight:g}) == convert.transfer: bit-identical", flush=True)
                 key = _key(audio)
                 if key not in judged:
                     s = score(text, judge.transcribe(audio, rate, "zh"), "zh")

@@ -64,6 +64,7 @@ from scipy.signal import resample_poly
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.bench_clone_stages import _memo_say  # noqa: E402
 from lib.config import BuiltinConfig  # noqa: E402
 from lib.engines.builtin import BuiltinEngine, _world, plan  # noqa: E402
 from lib.engines.builtin.profile import pitch_stats  # noqa: E402
@@ -124,6 +125,10 @@ class Scorer:
         from pocketsphinx import Decoder
 
         self._decoder = Decoder(samprate=16_000, loglevel="FATAL")
+        from tests.judge import Judge
+
+        #: The offline ASR judge (tests/judge.py): Mandarin pinyin error, English word error.
+        self.judge = Judge()
 
     def embed(self, audio: np.ndarray, rate: int) -> np.ndarray:
         raw = np.asarray(audio)
@@ -190,59 +195,101 @@ def cos(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def quality(base: str, names: list[str], seeds: list[int], scorer: Scorer, pcms: dict[str, np.ndarray],
-            refs: dict[str, dict[str, np.ndarray]]) -> dict[str, dict[str, Any]]:  # fmt: skip
-    """Per voice: similarity, identification (whole and split), WER, F0 range, convert."""
+            refs: dict[str, dict[str, np.ndarray]],
+            envelopes: list[float]) -> dict[str, dict[str, dict[str, Any]]]:  # fmt: skip
+    """Per variant (``base`` or ``kokoro matched <w>``) and voice: similarity, identification
+    (whole and split), judged errors, WER, F0 range, convert."""
     engine = BuiltinEngine(BuiltinConfig(base=base))
     if engine.base != base:
         raise SystemExit(f"the {base} base is not installed (./run.sh installs it)")
+    if base == "kokoro":
+        _memo_say(engine)  # the base's reading once per sentence, for every variant
     rate = engine.sample_rate
     texts = ZH + EN
     cut = {n: int(pcms[n].size * 0.6) for n in names}
     preset_emb = {p: [scorer.embed(engine.synthesise(t, engine.preset_voice(p), style="", seed=0, speed=1.0,
                                                      mode="preset").audio, rate) for t in texts]
                   for p in LEGACY_PRESETS}  # fmt: skip
-    rows: dict[str, dict[str, Any]] = {}
+    weights = envelopes if base == "kokoro" and envelopes else [plan._MATCHED_ENVELOPE[base]]
+    shipped = plan._MATCHED_ENVELOPE[base]
+    out: dict[str, dict[str, dict[str, Any]]] = {}
     for index, name in enumerate(names):
         profiles = {"full": engine.extract_voice(pcms[name], ""),
                     "ho": engine.extract_voice(pcms[name][: cut[name]], "")}  # fmt: skip
-        row: dict[str, Any] = {}
-        for label, voice in profiles.items():
-            ref = refs[label]
-            best = max(statistics.median(cos(e, ref[name]) for e in embs) for embs in preset_emb.values())
-            sims_by_seed, embs, wers, f0s = [], [], [], []
-            for seed in seeds:
-                sims, seed_wers = [], []
-                for text in texts:
-                    result = engine.synthesise(text, voice, style="", seed=seed, speed=1.0, mode="cross_lingual")
-                    emb = scorer.embed(result.audio, rate)
-                    embs.append(emb)
-                    sims.append(cos(emb, ref[name]))
-                    if label == "full":
-                        f0s.append(f0_voiced(result.audio, rate))
-                        if text in EN:
-                            seed_wers.append(wer(text, scorer.transcribe(result.audio, rate)))
-                sims_by_seed.append(statistics.median(sims))
-                if seed_wers:
-                    wers.append(float(np.mean(seed_wers)))
-            sim = statistics.median(sims_by_seed)
-            row[label] = {"sim": sim, "preset": best, "gain": sim - best, "id": nearest(embs, ref) == name}
-            if label == "full":
-                row["wer"] = statistics.median(wers)
-                row["f0_range"] = f0_range(np.concatenate(f0s))
-                row["base_voice"] = profiles["full"].params.get("pitch_class", profiles["full"].params["base"])
-        source = names[(index + 1) % len(names)]
-        converted = engine.convert(pcms[source][: 6 * 16_000], profiles["full"], seed=0, speed=1.0).audio
-        conv = scorer.embed(converted, rate)
-        row["convert"] = (cos(conv, refs["full"][name]), cos(conv, refs["full"][source]))
-        rows[name] = row
-        f, h = row["full"], row["ho"]
-        print(f"  [{base}] {name:20s} {row['base_voice']:6s} sim {f['sim']:.3f} (best preset {f['preset']:.3f}, "
-              f"gain {f['gain']:+.3f}) id {'Y' if f['id'] else 'n'} | split sim {h['sim']:.3f} id "
-              f"{'Y' if h['id'] else 'n'} | WER {row['wer']:.2f} | F0 range {row['f0_range']:.1f} st | convert "
-              f"{row['convert'][0]:.3f} (source {row['convert'][1]:.3f}) | load {os.getloadavg()[0]:.1f}",
-              flush=True)  # fmt: skip
+        for weight in weights:
+            plan._MATCHED_ENVELOPE[base] = weight
+            variant = base if len(weights) == 1 else f"{base} matched {weight:g}"
+            row = _voice(engine, base, name, index, names, profiles, seeds, scorer, pcms, refs, preset_emb)
+            out.setdefault(variant, {})[name] = row
+            print(json.dumps({"variant": variant, "voice": name, **_flat(row)}), flush=True)
+        plan._MATCHED_ENVELOPE[base] = shipped
     engine.close()
-    return rows
+    return out
+
+
+def _flat(row: dict[str, Any]) -> dict[str, Any]:
+    """A voice's row as one JSON object (for bench/record.py)."""
+    flat: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, dict):
+            flat.update({f"{key}_{k}": (bool(v) if isinstance(v, np.bool_) else v) for k, v in value.items()})
+        else:
+            flat[key] = list(value) if isinstance(value, tuple) else value
+    return flat
+
+
+def _voice(engine: BuiltinEngine, base: str, name: str, index: int, names: list[str], profiles: dict[str, Any],
+           seeds: list[int], scorer: Scorer, pcms: dict[str, np.ndarray], refs: dict[str, dict[str, np.ndarray]],
+           preset_emb: dict[str, list[np.ndarray]]) -> dict[str, Any]:  # fmt: skip
+    """One voice in the engine's current variant: its row of figures."""
+    rate = engine.sample_rate
+    texts = ZH + EN
+    row: dict[str, Any] = {}
+    for label, voice in profiles.items():
+        ref = refs[label]
+        best = max(statistics.median(cos(e, ref[name]) for e in embs) for embs in preset_emb.values())
+        sims_by_seed, embs, wers, f0s = [], [], [], []
+        judged: dict[str, list[int]] = {"zh": [0, 0], "en": [0, 0]}  # edits, units over seeds
+        for seed in seeds:
+            sims, seed_wers = [], []
+            for text in texts:
+                result = engine.synthesise(text, voice, style="", seed=seed, speed=1.0, mode="cross_lingual")
+                emb = scorer.embed(result.audio, rate)
+                embs.append(emb)
+                sims.append(cos(emb, ref[name]))
+                if label == "full":
+                    f0s.append(f0_voiced(result.audio, rate))
+                    lang = "en" if text in EN else "zh"
+                    s = scorer.judge.judge(np.asarray(result.audio), rate, lang, text)
+                    judged[lang][0] += s.edits
+                    judged[lang][1] += len(s.ref_units)
+                    if text in EN:
+                        seed_wers.append(wer(text, scorer.transcribe(result.audio, rate)))
+            sims_by_seed.append(statistics.median(sims))
+            if seed_wers:
+                wers.append(float(np.mean(seed_wers)))
+        sim = statistics.median(sims_by_seed)
+        row[label] = {"sim": sim, "preset": best, "gain": sim - best, "id": nearest(embs, ref) == name}
+        if label == "full":
+            row["pinyin_error"], row["zh_edits"], row["zh_units"] = (
+                judged["zh"][0] / max(1, judged["zh"][1]), *judged["zh"])
+            row["word_error"], row["en_edits"], row["en_units"] = (
+                judged["en"][0] / max(1, judged["en"][1]), *judged["en"])  # fmt: skip
+            row["wer"] = statistics.median(wers)
+            row["f0_range"] = f0_range(np.concatenate(f0s))
+            row["base_voice"] = profiles["full"].params.get("pitch_class", profiles["full"].params["base"])
+    source = names[(index + 1) % len(names)]
+    converted = engine.convert(pcms[source][: 6 * 16_000], profiles["full"], seed=0, speed=1.0).audio
+    conv = scorer.embed(converted, rate)
+    row["convert"] = (cos(conv, refs["full"][name]), cos(conv, refs["full"][source]))
+    f, h = row["full"], row["ho"]
+    print(f"  [{base} {plan._MATCHED_ENVELOPE[base]:g}] {name:20s} {row['base_voice']:6s} sim {f['sim']:.3f} "
+          f"(best preset {f['preset']:.3f}, gain {f['gain']:+.3f}) id {'Y' if f['id'] else 'n'} | split sim "
+          f"{h['sim']:.3f} id {'Y' if h['id'] else 'n'} | pinyin error {row['pinyin_error']:.3f} | word error "
+          f"{row['word_error']:.3f} | WER (pocketsphinx) {row['wer']:.2f} | F0 range {row['f0_range']:.1f} st | "
+          f"convert {row['convert'][0]:.3f} (source {row['convert'][1]:.3f}) | load {os.getloadavg()[0]:.1f}",
+          flush=True)  # fmt: skip
+    return row
 
 
 def summary(
@@ -259,6 +306,25 @@ def summary(
               f"{np.mean([x['preset'] for x in full]):.3f}, gain {np.mean([x['gain'] for x in full]):+.3f}), "
               f"identified {sum(x['id'] for x in full)}/{len(group)}; split: similarity "
               f"{np.mean([x['sim'] for x in ho]):.3f}, identified {sum(x['id'] for x in ho)}/{len(group)}")  # fmt: skip
+        zh_e, zh_u = sum(x["zh_edits"] for x in r), sum(x["zh_units"] for x in r)
+        en_e, en_u = sum(x["en_edits"] for x in r), sum(x["en_units"] for x in r)
+        figures = {
+            "variant": base, "voices": label, "n": len(group),
+            "similarity": round(float(np.mean([x["sim"] for x in full])), 4),
+            "best_preset": round(float(np.mean([x["preset"] for x in full])), 4),
+            "gain": round(float(np.mean([x["gain"] for x in full])), 4),
+            "identified": sum(bool(x["id"]) for x in full),
+            "split_similarity": round(float(np.mean([x["sim"] for x in ho])), 4),
+            "split_gain": round(float(np.mean([x["gain"] for x in ho])), 4),
+            "split_identified": sum(bool(x["id"]) for x in ho),
+            "pinyin_error": round(zh_e / max(1, zh_u), 4), "zh_edits": zh_e, "zh_units": zh_u,
+            "word_error": round(en_e / max(1, en_u), 4), "en_edits": en_e, "en_units": en_u,
+            "f0_range_st": round(float(np.nanmean([x["f0_range"] for x in r])), 2),
+            "prompt_f0_range_st": round(float(np.mean([prompt_range[n] for n in group])), 2),
+        }  # fmt: skip
+        print(json.dumps({"summary": figures}), flush=True)
+        print(f"  judge: pinyin error {figures['pinyin_error']:.3f} ({zh_e}/{zh_u}), word error "
+              f"{figures['word_error']:.3f} ({en_e}/{en_u}); split gain {figures['split_gain']:+.3f}")  # fmt: skip
         prompts = np.mean([prompt_range[n] for n in group])
         en = [rows[n]["wer"] for n in group if n in EN_PROMPTS]
         print(f"  English WER of clones {np.mean([x['wer'] for x in r]):.3f} (English prompts: "
@@ -324,7 +390,10 @@ def main() -> None:
     parser.add_argument("--timing-only", action="store_true")
     parser.add_argument("--kokoro-dio-speed", type=int, help="tuning: DIO decimation on Kokoro audio (plan.py)")
     parser.add_argument("--kokoro-match-unvoiced", choices=("yes", "no"),
-                        help="tuning: match Kokoro's unvoiced frames too, or keep its own (plan.py)")  # fmt: skip
+                        help="tuning: match Kokoro's unvoiced frames too, or keep its own (plan.py)")
+    parser.add_argument("--kokoro-envelope", default="",
+                        help="tuning: comma-separated weights of the matched envelope (plan._MATCHED_ENVELOPE), "
+                             "each a variant of the Kokoro base in the same run")  # fmt: skip
     args = parser.parse_args()
     bases = [b.strip() for b in args.bases.split(",") if b.strip()]
     if args.kokoro_dio_speed:
@@ -341,7 +410,10 @@ def main() -> None:
                 "ho": {n: scorer.embed(pcms[n][cut[n]:], 16_000) for n in pcms}}  # fmt: skip
         prompt_range = {n: f0_range(f0_voiced(pcms[n], 16_000)) for n in names}
         ceiling = {n: cos(scorer.embed(resynthesis(pcms[n]), 16_000), refs["full"][n]) for n in names}
-        results = {base: quality(base, names, list(range(args.seeds)), scorer, pcms, refs) for base in bases}
+        envelopes = [float(w) for w in args.kokoro_envelope.split(",") if w.strip()]
+        results: dict[str, dict[str, dict[str, Any]]] = {}
+        for base in bases:
+            results.update(quality(base, names, list(range(args.seeds)), scorer, pcms, refs, envelopes))
         for base, rows in results.items():
             summary(base, rows, prompt_range, ceiling)
     if args.timing_runs > 0:

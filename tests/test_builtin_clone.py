@@ -107,3 +107,40 @@ def test_extraction_is_repeatable(engine: BuiltinEngine, voices: dict[str, Voice
     path = Path(_testdata_dir()) / "zh_female_prompt.wav"
     again = engine.extract_voice(prompt_pcm(path), "")
     assert again == voices["female"]
+
+
+def _voiced_frames(x: np.ndarray, rate: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cepstra 1-39 of every frame and which frames are voiced (5 ms frames from 0)."""
+    f0, times = _world.f0_track(x, rate, 5.0, speed=1)
+    return envelope_to_cepstra(_world.envelope(x, rate, f0, times), rate)[:, 1:], f0 > 0
+
+
+def test_kokoro_envelope_keeps_the_source_frames_moved_to_the_voice(voices: dict[str, VoiceProfile]) -> None:
+    """``matched=0``, the pure shift (the Kokoro base ships 0.5, issue 33): each voiced frame is
+    the source's own moved by the class-mean difference, so the output's voiced mean is the
+    voice's while its frame-to-frame detail (the vowels) stays the source's; the kNN
+    (``matched=1``) loses that detail."""
+    from lib.engines.builtin.convert import Prosody, transfer
+
+    rate = 16_000
+    female = voices["female"]
+    pool = FramePool.from_stored(dict(female.params["pool"]), female.blob)
+    source = prompt_pcm(_testdata_dir() / "male_prompt.wav")[: 4 * rate].astype(np.float64) / 32768.0
+    src, src_voiced = _voiced_frames(source, rate)
+    pool_mean = pool.cepstra[pool.voiced, 1:].mean(axis=0)
+
+    def detail_and_mean(matched: float) -> tuple[float, float]:
+        out = transfer(source, rate, pool, Prosody(), dio_speed=1, unvoiced=False, matched=matched)
+        cep, voiced = _voiced_frames(out, rate)
+        n = min(len(cep), len(src))
+        both = voiced[:n] & src_voiced[:n]
+        a, b = cep[:n][both], src[:n][both]
+        a, b = a - a.mean(axis=0), b - b.mean(axis=0)
+        detail = float((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum()))
+        return detail, float(np.linalg.norm(cep[voiced].mean(axis=0) - pool_mean))
+
+    src_to_voice = float(np.linalg.norm(src[src_voiced].mean(axis=0) - pool_mean))
+    shift_detail, shift_mean = detail_and_mean(0.0)
+    knn_detail, _ = detail_and_mean(1.0)
+    assert shift_mean < 0.7 * src_to_voice, (shift_mean, src_to_voice)
+    assert shift_detail > 0.9 and shift_detail > knn_detail + 0.08, (shift_detail, knn_detail)

@@ -11,8 +11,13 @@ mode (the source is a recording). Per call:
    The mean removal takes out what the recording and the vocal tract add to every frame
    (microphone, tilt, average formant positions), so that frames are matched by what is
    said; the output then takes the pool frames as they are, with the voice's own
-   colour. The new frame is the mean of the neighbours' cepstra 1-39 and aperiodicity;
-   cepstrum 0 (the level) stays the source's, so loudness and pauses follow the source.
+   colour. The new frame's cepstra 1-39 are ``matched`` times the neighbours' mean plus
+   ``1 - matched`` times the source's own frame moved by the difference of the two class
+   means (the voice's average envelope in place of the source's, the source's vowels
+   kept): 1 for espeak's base and recordings, 0 for Kokoro's, whose vowels the
+   neighbours' averages blurred (issue 33, docs/builtin-engine.md). Aperiodicity is the
+   neighbours' mean; cepstrum 0 (the level) stays the source's, so loudness and pauses
+   follow the source.
 3. Log-F0 mapped to the voice's mean and spread (the source's contour shape is kept),
    plus the style's and seed's offsets.
 4. The envelope above the cepstral grid's top (7.8 kHz; espeak runs at 22.05 kHz, a
@@ -120,16 +125,32 @@ class Anchor:
 MIN_ANCHOR_FRAMES = 40
 
 
+def _class_mean(cep: NDArray[Any], sel: NDArray[Any]) -> NDArray[Any]:
+    """Mean of cepstra 1-39 over the selected frames (one voicing class of one side)."""
+    return np.asarray(cep[sel, 1:].mean(axis=0))
+
+
 def _match(
-    cep: NDArray[Any], sel: NDArray[Any], pool: FramePool, pool_sel: NDArray[Any], centre: NDArray[Any] | None = None
+    query: NDArray[Any], query_mean: NDArray[Any], pool: FramePool, pool_sel: NDArray[Any], pool_mean: NDArray[Any]
 ) -> NDArray[Any]:
-    """Indices (into the pool) of the :data:`K` nearest pool frames of each selected frame;
-    ``centre``: the query's class mean to remove (default: its own)."""
-    query = cep[sel, 1:]
-    ref = pool.cepstra[pool_sel, 1:]
-    tree = cKDTree(ref - ref.mean(axis=0))
-    _, idx = tree.query(query - (query.mean(axis=0) if centre is None else centre), k=K)
+    """Indices (into the pool) of the :data:`K` nearest pool frames of each query frame
+    (cepstra 1-39), each side's class mean removed."""
+    tree = cKDTree(pool.cepstra[pool_sel, 1:] - pool_mean)
+    _, idx = tree.query(query - query_mean, k=K)
     return np.asarray(np.flatnonzero(pool_sel)[np.asarray(idx).reshape(query.shape[0], K)])
+
+
+def _envelope(
+    query: NDArray[Any], query_mean: NDArray[Any], matched: NDArray[Any], pool_mean: NDArray[Any], weight: float
+) -> NDArray[Any]:
+    """New cepstra 1-39 of one voicing class: ``weight`` of the neighbours' mean
+    (``matched``) plus ``1 - weight`` of the source's own frames moved by the difference of
+    the class means (the voice's average vocal tract and recording, the source's phonetic
+    detail). 1 is the frame matching alone; 0 keeps every vowel of the source."""
+    if weight >= 1.0:
+        return matched
+    shifted = query + (pool_mean - query_mean)
+    return np.asarray(weight * matched + (1.0 - weight) * shifted)
 
 
 def _map_f0(f0: NDArray[Any], pool: FramePool, prosody: Prosody, anchor: Anchor | None = None) -> NDArray[Any]:
@@ -163,24 +184,27 @@ def _anchor(f0: NDArray[Any], cep: NDArray[Any], active: NDArray[Any]) -> Anchor
 
 
 def transfer(
-    x: NDArray[Any], rate: int, pool: FramePool, prosody: Prosody, *, dio_speed: int = 2, unvoiced: bool = True
-) -> NDArray[Any]:
+    x: NDArray[Any], rate: int, pool: FramePool, prosody: Prosody, *, dio_speed: int = 2, unvoiced: bool = True,
+    matched: float = 1.0,
+) -> NDArray[Any]:  # fmt: skip
     """``x`` (float64 at ``rate``) re-spoken with ``pool``'s spectral frames and pitch.
 
     ``dio_speed`` 2 analyses pitch on a decimated signal: enough for espeak's clean
     pulses; recordings use 1. ``unvoiced`` False keeps the source's own unvoiced frames
-    (its consonants) and matches the voiced ones only."""
-    return transfer_piece(x, rate, pool, prosody, dio_speed=dio_speed, unvoiced=unvoiced)[0]
+    (its consonants) and matches the voiced ones only. ``matched``: weight of the
+    neighbours' envelope against the source's own shifted to the voice's class mean
+    (:func:`_envelope`); aperiodicity comes from the neighbours either way."""
+    return transfer_piece(x, rate, pool, prosody, dio_speed=dio_speed, unvoiced=unvoiced, matched=matched)[0]
 
 
 def transfer_piece(
     x: NDArray[Any], rate: int, pool: FramePool, prosody: Prosody, *, dio_speed: int = 2, unvoiced: bool = True,
-    anchor: Anchor | None = None,
+    matched: float = 1.0, anchor: Anchor | None = None,
 ) -> tuple[NDArray[Any], Anchor | None]:  # fmt: skip
     """:func:`transfer` of one piece of a sentence, normalised by ``anchor`` (the
-    sentence's first piece's statistics) when given, else by its own; and the anchor for
-    the sentence's later pieces (``anchor``, or this piece's own when it has enough voiced
-    frames, else None)."""
+    sentence's first piece's statistics: its class means and log-F0) when given, else by
+    its own; and the anchor for the sentence's later pieces (``anchor``, or this piece's
+    own when it has enough voiced frames, else None)."""
     if x.size < _MIN_SAMPLES:
         return x, anchor
     f0, times = _world.f0_track(x, rate, FRAME_PERIOD_MS, speed=dio_speed)
@@ -198,8 +222,11 @@ def transfer_piece(
         pool_sel = pool.voiced == cls
         if not sel.any() or int(pool_sel.sum()) < K:
             continue
-        idx = _match(cep, sel, pool, pool_sel, anchor.mean_of(cls) if anchor is not None else None)
-        out[sel, 1:] = pool.cepstra[idx][:, :, 1:].mean(axis=1)
+        query, pool_mean = cep[sel, 1:], _class_mean(pool.cepstra, pool_sel)
+        fixed = anchor.mean_of(cls) if anchor is not None else None
+        query_mean = fixed if fixed is not None else _class_mean(cep, sel)
+        idx = _match(query, query_mean, pool, pool_sel, pool_mean)
+        out[sel, 1:] = _envelope(query, query_mean, pool.cepstra[idx][:, :, 1:].mean(axis=1), pool_mean, matched)
         bands[sel] = pool.ap_bands[idx].mean(axis=1)
     new_f0 = _map_f0(f0, pool, prosody, anchor)
     # Synthesis envelope: every second bin of the analysis envelope is its grid.

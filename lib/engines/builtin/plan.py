@@ -46,6 +46,13 @@ _DIO_SPEED = {"espeak": 2, "kokoro": 1}
 #: took English WER from 0.339 to 0.270 (English prompts 0.286 to 0.141) for similarity
 #: 0.727 to 0.723 and split identification 4/5 to 3/5 (split similarity 0.674 to 0.671).
 _MATCH_UNVOICED = {"espeak": True, "kokoro": False}
+#: Weight of the matched (kNN) envelope in voiced frames against the base's own frames
+#: moved to the prompt's class mean (``convert._envelope``). Kokoro's vowels are clear and
+#: the kNN replaced them by averages of the prompt's frames. Measured in issue 33 on the TUNE
+#: voices of bench/bench_voice.py (judge; docs/builtin-engine.md): 1 pinyin error 0.094, word
+#: error 0.025, similarity 0.722, split identification 4/5; 0.5: 0.016, 0.007, 0.692, 3/5;
+#: 0: 0.020, 0, 0.674, 2/5. espeak's envelope is not worth keeping: matched alone.
+_MATCHED_ENVELOPE = {"espeak": 1.0, "kokoro": 0.5}
 
 
 def voice_name(lang: str, variant: str) -> str:
@@ -120,7 +127,7 @@ class Plan:
                 duration_factor=residual,
             )
             return transfer_piece(x, rate, self.pool, prosody, dio_speed=_DIO_SPEED[self.base],
-                                  unvoiced=_MATCH_UNVOICED[self.base],
+                                  unvoiced=_MATCH_UNVOICED[self.base], matched=_MATCHED_ENVELOPE[self.base],
                                   anchor=anchor if isinstance(anchor, Anchor) else None)  # fmt: skip
         if self.base == "kokoro" and "kokoro" in self.params and (self.effect.pitch or self.effect.range != 1.0):
             x, anchor = shift_pitch(x, rate, self.effect.pitch, self.effect.range,
