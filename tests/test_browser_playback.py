@@ -7,7 +7,9 @@ the player plays through: they do not stop ``currentTime``).
 
 Cases: a 4 s phrase and a 47 s paragraph, each a MISS then a repeat (HIT); A/B/A, with
 B pressed while A plays; and a long miss played live while a slow engine makes it, with
-a second live miss after it and a repeat. ``-s`` prints the measurements: the file's
+a second live miss after it and a repeat; with an engine at half real time, cached
+sentences followed by new ones, and a long all-new miss (its progress counted in
+sentences), both live once what is made covers making the rest. ``-s`` prints the measurements: the file's
 duration, time to first sound, longest stall, seconds played.
 """
 
