@@ -112,23 +112,27 @@ class LiveFeed:
         self._reader.start()
 
     def _read(self, chunks: Iterable[NDArray[Any] | Segment]) -> None:
-        cached = False  # the chunk after a mark of a cached sentence is that sentence, whole
+        mark: Segment | None = None  # counted with the chunk after it (the sentence's last, or whole)
         try:
             for item in chunks:
+                if isinstance(item, Segment):
+                    mark = item
+                    continue
                 with self._changed:
-                    if isinstance(item, Segment):
-                        self.done, self.total, cached = item.done, item.total, not item.made
-                        continue  # its chunk follows at once: decided with it
                     self._parts.append(np.asarray(item, dtype=np.int16))
                     self._samples += len(item)
-                    if cached:
-                        self._cached += len(item)
-                        cached = False
+                    if mark is not None:
+                        self.done, self.total = mark.done, mark.total
+                        if not mark.made:  # a cached sentence, whole: not the engine's rate
+                            self._cached += len(item)
+                        mark = None
                     self._changed.notify_all()
         except BaseException as exc:  # the maker's error: raised by slices()
             with self._changed:
                 self._error = exc
         with self._changed:
+            if mark is not None:
+                self.done, self.total = mark.done, mark.total
             self._done = True
             self._changed.notify_all()
 
