@@ -7,7 +7,9 @@ the player plays through: they do not stop ``currentTime``).
 
 Cases: a 4 s phrase and a 47 s paragraph, each a MISS then a repeat (HIT); A/B/A, with
 B pressed while A plays; and a long miss played live while a slow engine makes it, with
-a second live miss after it and a repeat. ``-s`` prints the measurements: the file's
+a second live miss after it and a repeat; with an engine at half real time, cached
+sentences followed by new ones, and a long all-new miss (its progress counted in
+sentences), both live once what is made covers making the rest. ``-s`` prints the measurements: the file's
 duration, time to first sound, longest stall, seconds played.
 """
 
@@ -350,3 +352,65 @@ def test_a_long_miss_plays_live_without_stalls_and_once(
             assert page.locator("#cache-badge-value").get_attribute("data-live") == "1"
     expect(page.locator("#live-audio")).to_be_hidden()  # a hit is not played live
     print("\n" + "\n".join(lines))
+
+
+# -- live playback decided per sentence (issue 34 item 3) ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slow_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ToneEngine]]:
+    """An engine slower than it plays: about 2.3 s of sound per sentence, made in
+    :data:`SLOW` s (half real time, as the Kokoro base beside a loaded CPU)."""
+    config = load_config(env={}, overrides={"cache.dir": str(tmp_path_factory.mktemp("slow")), "engine": "tone"})
+    engine = ToneEngine(delay=SLOW, seconds_per_char=0.08)
+    service = TTSService(config, engine=engine)
+    try:
+        with serving(webui.create_app(service), _port()) as url:
+            yield url, engine
+    finally:
+        service.close()
+
+
+SLOW = 4.6
+"""Seconds the slow engine takes for a sentence (of about 2.3 s of sound)."""
+
+
+@pytest.mark.playback  # the live player's segments come as they are made: no other test beside it
+def test_cached_sentences_followed_by_new_ones_play_live_without_stalls(
+    listening: Callable[[str], Page], slow_app: tuple[str, ToneEngine], viewport: str
+) -> None:
+    """Three sentences cached (a first press), then a text of those three and four new
+    ones: the cached 7 s come at once, the new ones at half real time. Decided once on
+    the cached head, it went live at the second and stood still between the new ones
+    (about 2 s here, 0.9 s twice with Kokoro); decided per sentence, it waits until
+    what is made covers making the rest, then plays through."""
+    page = listening(slow_app[0])
+    sentences = [f"{viewport}丙第{i}句话用来测试边合成边播放是否连续。" for i in range(1, 8)]
+    at = press(page, "".join(sentences[:3]))
+    cache, duration = wait_heard(page, at)
+    assert cache == "MISS"
+    at = press(page, "".join(sentences))
+    cache, duration = wait_heard(page, at, timeout=150)
+    assert cache == "MISS"
+    result = heard(page, at, None, duration)
+    assert result.player == "live", f"played by the {result.player} player"
+    assert page.locator("#cache-badge-value").get_attribute("data-live") == "1"
+    print("\n" + result.line(f"{viewport} 3 cached + 4 new, live"))
+
+
+@pytest.mark.playback  # the live player's segments come as they are made: no other test beside it
+def test_a_long_all_new_miss_of_a_slow_engine_counts_its_sentences_and_plays_live_without_stalls(
+    listening: Callable[[str], Page], slow_app: tuple[str, ToneEngine], viewport: str
+) -> None:
+    """Six new sentences at half real time: the progress counts them ("2/6 句
+    sentences"), and it plays live once what is made covers making the rest (the old
+    rule, 1.25x real time, never played it live: 28 s of silence, then the file)."""
+    page = listening(slow_app[0])
+    text = "".join(f"{viewport}丁第{i}句话用来测试边合成边播放是否连续。" for i in range(1, 7))
+    at = press(page, text)
+    page.wait_for_function("() => /[2-5]\\/6 句 sentences/.test(document.body.innerText)", timeout=60_000, polling=100)
+    cache, duration = wait_heard(page, at, timeout=150)
+    assert cache == "MISS"
+    result = heard(page, at, None, duration)
+    assert result.player == "live", f"played by the {result.player} player"
+    print("\n" + result.line(f"{viewport} 6 new (slow engine), live"))

@@ -32,7 +32,7 @@ from lib.core.waiting import Caller, waited_by
 from lib.engines.tone import ToneEngine
 from lib.errors import AbandonedError
 from lib.pipeline.service import TTSService
-from lib.pipeline.streaming import open_wav_header
+from lib.pipeline.streaming import Segment, open_wav_header
 from lib.request.access import LOCAL
 from lib.request.types import TTSRequest
 from tests.api_server import LiveServer
@@ -273,6 +273,26 @@ def test_service_stream_yields_the_cached_whole_for_a_hit(service: TTSService, e
     answer = service.stream(TTSRequest(text=PARAGRAPH, voice="tone-low"))
     assert answer.cache == "HIT"
     assert np.array_equal(np.concatenate(list(answer.chunks)), made.audio.pcm)
+
+
+def test_service_stream_marks_each_sentence_made_or_cached_before_its_audio(
+    service: TTSService, engine: GatedTone
+) -> None:
+    """The live player's progress and decision (lib.ui.playback): each segment of a miss
+    is marked in the stream right before its audio, ``done`` of ``total``, and whether
+    the engine made it now (two sentences cached by an earlier text, two new); the
+    chunks alone, as ``chunks`` yields them, are the whole."""
+    engine.let(6)
+    service.synthesise(TTSRequest(text="第一句话说的是天气。第二句话说的是交通。", voice="tone-low"))
+    answer = service.stream(TTSRequest(text=PARAGRAPH, voice="tone-low"))
+    assert answer.cache == "MISS"
+    events = list(answer.events())
+    marks = [e for e in events if isinstance(e, Segment)]
+    assert marks == [Segment(1, 4, False), Segment(2, 4, False), Segment(3, 4, True), Segment(4, 4, True)]
+    after = [events[i + 1] for i, e in enumerate(events) if isinstance(e, Segment)]
+    assert all(isinstance(e, np.ndarray) and e.size for e in after)  # its audio follows
+    pcm = [e for e in events if not isinstance(e, Segment)]
+    assert np.array_equal(np.concatenate(pcm), answer.result(30).audio.pcm)
 
 
 # -- work nobody waits for -------------------------------------------------------------

@@ -45,7 +45,7 @@ from lib.cache.entry import CachedAudio
 from lib.cache.production import Production
 from lib.cache.stats import Stats
 from lib.compose.assemble import Finish, Joiner, PieceFinisher, to_float, trim, unit_loudness
-from lib.compose.produce import OnChunk, Producer
+from lib.compose.produce import OnChunk, OnSegment, Producer
 from lib.compose.segments import split
 from lib.compose.templatebook import Match
 from lib.config import AppConfig
@@ -53,7 +53,7 @@ from lib.core.metrics import Metrics
 from lib.errors import AbandonedError
 from lib.request.types import Resolved
 
-__all__ = ["Composer", "Made", "OnChunk", "SegmentInfo"]
+__all__ = ["Composer", "Made", "OnChunk", "OnSegment", "SegmentInfo"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -116,12 +116,14 @@ class Composer:
 
     # -- answers --------------------------------------------------------------------------
 
-    def make(self, r: Resolved, on_chunk: OnChunk | None = None) -> tuple[CachedAudio, Made]:
+    def make(
+        self, r: Resolved, on_chunk: OnChunk | None = None, on_segment: OnSegment | None = None
+    ) -> tuple[CachedAudio, Made]:
         """The result of a cache miss, made once across threads and processes."""
         made = Made("MISS")
         # store=false: this process's flight alone, no lease and no trace in the lock store.
         entry, mine = self.production.make(
-            r.key, lambda: self._build(r, made, on_chunk, use_cache=True), store=r.store, origin=r.origin
+            r.key, lambda: self._build(r, made, on_chunk, on_segment, use_cache=True), store=r.store, origin=r.origin
         )
         if not mine:  # another thread or process made it meanwhile
             made = Made("HIT", tier="single-flight")
@@ -129,10 +131,12 @@ class Composer:
                 on_chunk(entry.pcm)
         return entry, made
 
-    def bypass(self, r: Resolved, on_chunk: OnChunk | None = None) -> tuple[CachedAudio, Made]:
+    def bypass(
+        self, r: Resolved, on_chunk: OnChunk | None = None, on_segment: OnSegment | None = None
+    ) -> tuple[CachedAudio, Made]:
         """The result made without reading or writing any tier."""
         made = Made("BYPASS")
-        return self._build(r, made, on_chunk, use_cache=False), made
+        return self._build(r, made, on_chunk, on_segment, use_cache=False), made
 
     def compose(self, r: Resolved, match: Match) -> tuple[CachedAudio, Made]:
         """A template answer from its pieces (made and stored when missing)."""
@@ -185,7 +189,9 @@ class Composer:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _build(self, r: Resolved, made: Made, on_chunk: OnChunk | None, *, use_cache: bool) -> CachedAudio:
+    def _build(
+        self, r: Resolved, made: Made, on_chunk: OnChunk | None, on_segment: OnSegment | None, *, use_cache: bool
+    ) -> CachedAudio:
         if not r.fields.finish:
             # The engine's audio is the answer, under its own raw key (the old path); a
             # streamed answer comes as the engine streams it (CosyVoice2/3: every ~25 tokens).
@@ -219,6 +225,7 @@ class Composer:
             store = use_cache and r.store and not single
             last = i == len(segments) - 1
             gap = 0.0 if last else finish.pause(seg.pause)
+            synthesised = made.synthesised
             # A streamed answer whose segment the engine makes in pieces (the Kokoro base)
             # is finished and sent piece by piece as the engine makes them: a new sentence
             # starts to sound after its first piece. The same steps on the stored pieces
@@ -253,6 +260,8 @@ class Composer:
                 out = joiner.push(unit, gap)
             if last:
                 out = np.concatenate([out, joiner.close(finish.tail)])
+            if on_segment is not None:  # the progress ("3/6"), and what the live player can count on
+                on_segment(i + 1, len(segments), made.synthesised > synthesised)
             send(out)
         made.segments = len(segments)
         meta = self.producer.meta(

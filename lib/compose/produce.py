@@ -30,7 +30,7 @@ from lib.request.types import Resolved
 from lib.text.tokens import Reading
 from lib.voices import Voices
 
-__all__ = ["OnChunk", "Producer", "Reader"]
+__all__ = ["OnChunk", "OnSegment", "Producer", "Reader"]
 
 
 class Reader(Protocol):
@@ -41,6 +41,10 @@ class Reader(Protocol):
 
 OnChunk = Callable[[NDArray[Any]], None]
 """Receives each int16 chunk of a streamed answer as soon as it exists."""
+
+OnSegment = Callable[[int, int, bool], None]
+"""``(done, total, made)``: the ``done``-th of ``total`` segments is ready, made by the
+engine now (False: found in the cache); called right before its (last) chunk."""
 
 _LOGGER = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lib.cache.entry import CachedAudio
-from lib.compose.composer import Made, OnChunk
+from lib.compose.composer import Made, OnChunk, OnSegment
 from lib.compose.templates import Template
 from lib.config import AppConfig, default_config_path, load_config
 from lib.engines import Engine
@@ -205,7 +205,7 @@ class TTSService:
         try:
             return self._parts.streams.launch(
                 r.key, cache, self.engine.sample_rate,
-                make=lambda on_chunk: self._make(r, started, on_chunk),
+                make=lambda on_chunk, on_segment: self._make(r, started, on_chunk, on_segment),
                 first=lambda: self._recorder.first_audio(cache, started),
                 done=done, failed=failed,
             )  # fmt: skip
@@ -246,8 +246,11 @@ class TTSService:
             self._parts.refiner.submit(r)
         return self._result(r, entry, made, started)
 
-    def _make(self, r: Resolved, started: float, on_chunk: OnChunk | None = None) -> SynthesisResult:
-        entry, made = self._composer.make(r, on_chunk) if r.use_cache else self._composer.bypass(r, on_chunk)
+    def _make(
+        self, r: Resolved, started: float, on_chunk: OnChunk | None = None, on_segment: OnSegment | None = None
+    ) -> SynthesisResult:
+        make = self._composer.make if r.use_cache else self._composer.bypass
+        entry, made = make(r, on_chunk, on_segment)
         if made.cache == "HIT":  # waited for another thread's or process's synthesis of the same key
             return self._hit(r.key, entry, made.tier, started)
         return self._result(r, entry, made, started)

@@ -38,7 +38,7 @@ from lib.audio.resample import Resampler
 from lib.audio.tagging import id3_tag, riff_info
 from lib.pipeline.results import SynthesisResult
 
-__all__ = ["STREAM_FORMATS", "Chunks", "StreamAnswer", "StreamJobs", "encode_stream", "open_wav_header"]
+__all__ = ["STREAM_FORMATS", "Chunks", "Segment", "StreamAnswer", "StreamJobs", "encode_stream", "open_wav_header"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -47,9 +47,23 @@ _OPEN = 0xFFFFFFFF
 _END = object()
 
 
+@dataclass(frozen=True)
+class Segment:
+    """A segment (sentence) of a streamed answer is ready: the ``done``-th of ``total``,
+    ``made`` by the engine now (False: found in the cache). Marked in the stream right
+    before the segment's last chunk (a cached one comes as one chunk): the progress
+    ("3/6 sentences") counts these marks, never chunks (an engine may stream a sentence
+    in several pieces)."""
+
+    done: int
+    total: int
+    made: bool
+
+
 class Chunks:
     """A queue of int16 chunks; iterating it yields them until the maker closes it (and
-    raises the maker's error, if it failed)."""
+    raises the maker's error, if it failed). :meth:`events` yields the :class:`Segment`
+    marks too, in their place among the chunks."""
 
     def __init__(self) -> None:
         self._queue: queue.Queue[Any] = queue.Queue()
@@ -57,10 +71,18 @@ class Chunks:
     def put(self, pcm: NDArray[Any]) -> None:
         self._queue.put(pcm)
 
+    def mark(self, segment: Segment) -> None:
+        self._queue.put(segment)
+
     def close(self, error: BaseException | None = None) -> None:
         self._queue.put(_END if error is None else error)
 
     def __iter__(self) -> Iterator[NDArray[Any]]:
+        for item in self.events():
+            if not isinstance(item, Segment):
+                yield item
+
+    def events(self) -> Iterator[NDArray[Any] | Segment]:
         while True:
             item = self._queue.get()
             if item is _END:
@@ -89,6 +111,13 @@ class StreamAnswer:
         answer = cls(result.key, result.cache, result.sample_rate, [result.audio.pcm])
         answer.finished(result)
         return answer
+
+    def events(self) -> Iterator[NDArray[Any] | Segment]:
+        """The chunks with the :class:`Segment` marks among them (one iteration, as
+        ``chunks``: read one or the other)."""
+        if isinstance(self.chunks, Chunks):
+            return self.chunks.events()
+        return iter(self.chunks)
 
     def finished(self, result: SynthesisResult | None, error: BaseException | None = None) -> None:
         self._result, self._error = result, error
@@ -130,11 +159,12 @@ class StreamJobs:
 
     def launch(
         self, key: str, cache: str, sample_rate: int, *,
-        make: Callable[[Callable[[NDArray[Any]], None]], SynthesisResult],
+        make: Callable[[Callable[[NDArray[Any]], None], Callable[[int, int, bool], None]], SynthesisResult],
         first: Callable[[], None], done: Callable[[SynthesisResult], None], failed: Callable[[BaseException], None],
     ) -> StreamAnswer:  # fmt: skip
-        """A streamed answer whose result ``make(on_chunk)`` makes in a thread of its own;
-        ``first`` when its first chunk is ready, then ``done`` or ``failed``."""
+        """A streamed answer whose result ``make(on_chunk, on_segment)`` makes in a thread
+        of its own (``on_segment(done, total, made)`` marks a :class:`Segment` among the
+        chunks); ``first`` when its first chunk is ready, then ``done`` or ``failed``."""
         chunks = Chunks()
         answer = StreamAnswer(key, cache, sample_rate, chunks)
         seen = threading.Event()
@@ -147,7 +177,7 @@ class StreamJobs:
 
         def job() -> None:
             try:
-                result = make(on_chunk)
+                result = make(on_chunk, lambda done, total, made: chunks.mark(Segment(done, total, made)))
             except BaseException as exc:
                 failed(exc)
                 answer.finished(None, exc)

@@ -191,16 +191,16 @@ class Handlers(CacheHandlers):
             with self.charged(request):  # the stream's thread is charged as this page's caller
                 answer = self.service.stream(resolved or req)
             if answer.cache in ("MISS", "BYPASS"):  # being made: HIT and COMPOSED come whole
-                feed = LiveFeed(answer.chunks, answer.sample_rate)
                 total = self.service.segment_count(resolved or req)
+                feed = LiveFeed(answer.events(), answer.sample_rate, total=total)
 
                 # "3/6 sentences" on the progress bar until it plays. Not while it plays: an
                 # update of the details per sentence re-rendered the page under the live
                 # player, and a phone's player stood still 0.41 s once beside a loaded CPU.
-                def made(n: int) -> None:
-                    if total > 1 and not feed.live:
-                        done = min(n, total)
-                        progress((done, total), desc=f"合成中 Synthesising: {done}/{total} 句 sentences")
+                def made(n: int) -> None:  # sentences, counted by the stream's marks (not its chunks)
+                    if feed.total > 1 and not feed.live:
+                        done = min(n, feed.total)
+                        progress((done, feed.total), desc=f"合成中 Synthesising: {done}/{feed.total} 句 sentences")
 
                 for pcm in feed.slices(on_made=made):
                     if self.form_generation(request) != form:
@@ -210,7 +210,7 @@ class Handlers(CacheHandlers):
                     if not live and feed.hold_sent:  # a fresh player (unmounted since the last request) starts at 0
                         live = True
                         badge = badge_html(answer.cache, live=True, making=True)
-                        note = live_note(feed.received, total)
+                        note = live_note(feed.done, feed.total)
                         yield gr.update(visible=True), gr.skip(), badge, note, gr.skip(), gr.skip()
             result = answer.result()
             name, path = self._file(req, result, fmt)
