@@ -580,7 +580,7 @@ def test_admin_form_is_never_covered_and_evict_lists_versions_present(page: Page
     page.locator("#admin").get_by_text("管理 Admin").click()
     page.locator("#admin-clear").click()
     result = page.locator("#admin-result")
-    expect(result).to_contain_text("请先勾选「我已确认」", timeout=30_000)  # queued behind the figures' refresh under load
+    expect(result).to_contain_text("请先勾选「我已确认」", timeout=30_000)  # queued behind a refresh
     assert no_toasts(page)
     confirm = page.locator("#admin-confirm input")
     confirm.scroll_into_view_if_needed()
