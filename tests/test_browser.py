@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from conftest import REPO, serving
 from server_process import NO_ANONYMOUS_LIMITS
+from test_webui import missing_list_overrides
 
 import webui
 from lib.config import load_config
@@ -110,17 +111,23 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, TTSServ
         service.close()
 
 
-@pytest.fixture(scope="module")
-def slow_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ToneEngine]]:
-    """An engine that takes 2 s, to see the progress while it runs (and made to fail)."""
-    config = load_config(env={}, overrides={"cache.dir": str(tmp_path_factory.mktemp("slow")), "engine": "tone"})
-    engine = ToneEngine(delay=2.0)
+def tone_ui(
+    tmp_path_factory: pytest.TempPathFactory, name: str, engine: ToneEngine
+) -> Iterator[tuple[str, ToneEngine]]:
+    """The web UI on ``engine`` (a tone engine of some pace) with a fresh cache: its URL and the engine."""
+    config = load_config(env={}, overrides={"cache.dir": str(tmp_path_factory.mktemp(name)), "engine": "tone"})
     service = TTSService(config, engine=engine)
     try:
         with serving(webui.create_app(service), _port()) as url:
             yield url, engine
     finally:
         service.close()
+
+
+@pytest.fixture(scope="module")
+def slow_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ToneEngine]]:
+    """An engine that takes 2 s, to see the progress while it runs (and made to fail)."""
+    yield from tone_ui(tmp_path_factory, "slow", ToneEngine(delay=2.0))
 
 
 @pytest.fixture
@@ -1214,14 +1221,7 @@ def test_the_cache_tab_names_what_is_missing_and_the_admin_makes_it(
     sign-in and, signed in, makes them: the line then says all are ready."""
     from playwright.sync_api import expect
 
-    phrases = tmp_path / "hot.json"
-    phrases.write_text(json.dumps({
-        "voices": {"low": "tone-low"}, "phrases": [{"text": "欢迎光临", "voice": "low"}],
-        "templates": [
-            {"template": "请到{window}号窗口。", "voice": "low", "slots": {"window": {"values": ["2", "10"]}}},
-        ],
-    }, ensure_ascii=False), encoding="utf-8")  # fmt: skip
-    overrides = {"cache.dir": str(tmp_path / "cache"), "engine": "tone", "templates.file": str(phrases)}
+    overrides = missing_list_overrides(tmp_path)
     service = TTSService(load_config(env=NO_ANONYMOUS_LIMITS, overrides=overrides), admin_token="s3cret-ui")
     try:
         with serving(webui.create_app(service), _port()) as url:

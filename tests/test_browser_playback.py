@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from conftest import serving
-from test_browser import ARGS, CHROMIUM, VIEWPORTS, _port
+from test_browser import ARGS, CHROMIUM, VIEWPORTS, _port, tone_ui
 
 import webui
 from lib.config import load_config
@@ -313,14 +313,7 @@ def test_a_b_a_with_b_pressed_while_a_plays(
 def live_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ToneEngine]]:
     """An engine that takes 0.5 s a sentence, for sentences of about 3 s: a paragraph of
     six is not whole a second after the press, and is made about 6x faster than it plays."""
-    config = load_config(env={}, overrides={"cache.dir": str(tmp_path_factory.mktemp("live")), "engine": "tone"})
-    engine = ToneEngine(delay=0.5, seconds_per_char=0.12)
-    service = TTSService(config, engine=engine)
-    try:
-        with serving(webui.create_app(service), _port()) as url:
-            yield url, engine
-    finally:
-        service.close()
+    yield from tone_ui(tmp_path_factory, "live", ToneEngine(delay=0.5, seconds_per_char=0.12))
 
 
 def _sentences(tag: str) -> str:
@@ -361,14 +354,7 @@ def test_a_long_miss_plays_live_without_stalls_and_once(
 def slow_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ToneEngine]]:
     """An engine slower than it plays: about 2.3 s of sound per sentence, made in
     :data:`SLOW` s (half real time, as the Kokoro base beside a loaded CPU)."""
-    config = load_config(env={}, overrides={"cache.dir": str(tmp_path_factory.mktemp("slow")), "engine": "tone"})
-    engine = ToneEngine(delay=SLOW, seconds_per_char=0.08)
-    service = TTSService(config, engine=engine)
-    try:
-        with serving(webui.create_app(service), _port()) as url:
-            yield url, engine
-    finally:
-        service.close()
+    yield from tone_ui(tmp_path_factory, "slow", ToneEngine(delay=SLOW, seconds_per_char=0.08))
 
 
 SLOW = 4.6

@@ -506,13 +506,9 @@ def test_a_press_keeps_its_result_whichever_of_it_and_the_mode_switch_before_it_
     assert h.press_generation(other) == h.form_generation(other) == 0  # sessions apart
 
 
-def test_make_the_missing_ones_is_the_admins_and_makes_what_the_cache_tab_names(
-    tmp_path: Path, free_port: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The Cache tab names the missing hot phrases and template pieces; *Make the
-    missing ones* (the page's admin sign-in) makes them, after which all are ready."""
-    from lib.ui.views import versions_markdown
-
+def missing_list_overrides(tmp_path: Path) -> dict[str, str]:
+    """A tone service's overrides whose hot list has one phrase and one template of two
+    slot values (4 pieces), none of them cached yet."""
     phrases = tmp_path / "hot.json"
     phrases.write_text(json.dumps({
         "voices": {"low": "tone-low"}, "phrases": [{"text": "欢迎光临", "voice": "low"}],
@@ -520,7 +516,17 @@ def test_make_the_missing_ones_is_the_admins_and_makes_what_the_cache_tab_names(
             {"template": "请到{window}号窗口。", "voice": "low", "slots": {"window": {"values": ["2", "10"]}}},
         ],
     }, ensure_ascii=False), encoding="utf-8")  # fmt: skip
-    overrides = {"cache.dir": str(tmp_path / "cache"), "engine": "tone", "templates.file": str(phrases)}
+    return {"cache.dir": str(tmp_path / "cache"), "engine": "tone", "templates.file": str(phrases)}
+
+
+def test_make_the_missing_ones_is_the_admins_and_makes_what_the_cache_tab_names(
+    tmp_path: Path, free_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Cache tab names the missing hot phrases and template pieces; *Make the
+    missing ones* (the page's admin sign-in) makes them, after which all are ready."""
+    from lib.ui.views import versions_markdown
+
+    overrides = missing_list_overrides(tmp_path)
     svc = TTSService(load_config(env={}, overrides=overrides))
     monkeypatch.setenv(svc.config.server.admin_token_env, "s3cret")
 
@@ -530,7 +536,7 @@ def test_make_the_missing_ones_is_the_admins_and_makes_what_the_cache_tab_names(
     try:
         assert "就绪 ready 0/1 · 模板片段 template pieces 0/4" in line()  # 请到, 二, 十, 号窗口。
         assert "缺 missing: 「欢迎光临」（tone-low）、模板片段 template piece「请到」（tone-low）" in line()
-        with serving(webui.create_app(svc, phrases_path=phrases), free_port) as url:
+        with serving(webui.create_app(svc, phrases_path=Path(overrides["templates.file"])), free_port) as url:
             client = Client(url, verbose=False, download_files=str(tmp_path / "downloads"))
             with pytest.raises(Exception, match="管理员令牌不正确 — the admin token is wrong"):
                 client.predict("wrong", api_name="/make_missing")
