@@ -8,6 +8,8 @@ from __future__ import annotations
 import logging
 import stat
 import threading
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,8 @@ from redis_server import RedisServer, require_redis_server
 from lib.api import create_app
 from lib.config import load_config
 from lib.engines.tone import ToneEngine
+from lib.shared.tier import SharedTier
+from lib.tenants.local import LocalTenants
 
 ADMIN_TOKEN = "admin-token-for-tests"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -234,6 +238,42 @@ def test_concurrent_misses_are_limited_and_hits_served_meanwhile(client: Any, en
 def redis_server() -> Iterator[RedisServer]:
     with RedisServer(require_redis_server()) as running:
         yield running
+
+
+def test_a_limit_is_a_bucket_given_back_evenly_with_no_burst_at_a_minutes_edge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """requests_per_minute=2 with a clock: the two requests of 00:59 leave nothing at
+    01:00 (a fixed window would give two more), one comes back after 30 s."""
+    clock = [1_800_000_059.0]
+    monkeypatch.setattr("lib.tenants.local.time.time", lambda: clock[0])
+    local = LocalTenants(tmp_path / "tenants")
+    assert local.charge("k:rpm", 60, 1, 2) == (True, 30.0, 0.0)
+    assert local.charge("k:rpm", 60, 1, 2) == (True, 60.0, 0.0)
+    clock[0] += 1.0  # the next minute
+    charged, level, wait = local.charge("k:rpm", 60, 1, 2)
+    assert not charged and level == pytest.approx(59.0) and wait == pytest.approx(29.0)
+    clock[0] += 29.0
+    assert local.charge("k:rpm", 60, 1, 2)[0]
+    assert not local.charge("k:rpm", 60, 1, 2)[0]
+    clock[0] += 3600.0
+    assert local.charge("k:chars", 3600, 3000, 3000)[0]  # a whole budget at once is allowed
+    assert not local.charge("k:chars", 3600, 1, 3000)[0]
+
+
+def test_the_shared_bucket_counts_on_redis_alike(redis_server: RedisServer) -> None:
+    tier = SharedTier(redis_server.url, namespace=f"gcra{uuid.uuid4().hex[:6]}:", publish_every=0)
+    try:
+        assert tier.tenants_charge("k:rpm", 60, 1, 2) == (True, pytest.approx(30.0, abs=0.5), 0.0)
+        assert tier.tenants_charge("k:rpm", 60, 1, 2)[0]
+        charged, level, wait = tier.tenants_charge("k:rpm", 60, 1, 2)  # type: ignore[misc]
+        assert not charged and 59.0 < level <= 60.0 and 29.0 < wait <= 30.0
+        assert tier.tenants_charge("k:short", 1, 1, 2)[0] and tier.tenants_charge("k:short", 1, 1, 2)[0]
+        assert not tier.tenants_charge("k:short", 1, 1, 2)[0]
+        time.sleep(0.6)  # half a bucket of a second is given back: one more fits
+        assert tier.tenants_charge("k:short", 1, 1, 2)[0]
+    finally:
+        tier.close()
 
 
 def test_keys_and_limits_hold_across_two_replicas_on_redis(tmp_path: Path, redis_server: RedisServer) -> None:

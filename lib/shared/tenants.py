@@ -6,7 +6,7 @@ and ``evict`` of the results leave them)::
 
     <namespace>tenants              hash: name -> the tenant's record (JSON, the key's hash)
     <namespace>tenants:hash         hash: key hash -> name
-    <namespace>tenants:w:<counter>:<window>   a window's count (INCRBY in a script, expires)
+    <namespace>tenants:gcra:<counter>:<period> when the counter's bucket is empty (a script, expires)
     <namespace>tenants:busy:<counter>         sorted set: slot token -> expiry time
     <namespace>tenants:usage:<name>           hash: usage field -> total
 
@@ -29,14 +29,22 @@ from lib.shared.codec import as_bytes, as_text
 
 __all__ = ["TenantKeys"]
 
-#: Add to a window's count unless it passes the limit: {charged, count after}.
+#: Add ARGV[2] to a bucket of ARGV[3] that empties evenly over ARGV[1] seconds (GCRA, on
+#: Redis's clock so that every replica counts alike) unless that overfills it:
+#: {charged, seconds of the bucket full afterwards, seconds until the amount fits}.
 _CHARGE = """
-local used = tonumber(redis.call('GET', KEYS[1]) or '0')
-local amount = tonumber(ARGV[1])
-if used + amount > tonumber(ARGV[2]) then return {0, used} end
-used = redis.call('INCRBY', KEYS[1], amount)
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return {1, used}
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local period = tonumber(ARGV[1])
+local after_step = tonumber(ARGV[2]) * period / tonumber(ARGV[3])
+local due = tonumber(redis.call('GET', KEYS[1]) or '0')
+if due < now then due = now end
+local after = due + after_step
+if after - now > period + 0.000001 then
+  return {0, string.format('%.6f', due - now), string.format('%.6f', after - period - now)}
+end
+redis.call('SET', KEYS[1], string.format('%.6f', after), 'PX', math.ceil((after - now) * 1000) + 1000)
+return {1, string.format('%.6f', after - now), '0'}
 """
 #: Take a slot unless every live one is taken: 1 taken, 0 refused.
 _ACQUIRE = """
@@ -128,14 +136,12 @@ class TenantKeys:
 
         return self.breaker.call("tenants_find", find, None)
 
-    def tenants_charge(self, counter: str, seconds: int, amount: int, limit: int) -> tuple[bool, int, float] | None:
-        now = time.time()
-        index = int(now // seconds)
-        key = f"{self.namespace}tenants:w:{counter}:{seconds}:{index}"
+    def tenants_charge(self, counter: str, seconds: int, amount: int, limit: int) -> tuple[bool, float, float] | None:
+        key = f"{self.namespace}tenants:gcra:{counter}:{seconds}"
 
-        def charge() -> tuple[bool, int, float]:
-            done, used = self._script("charge", _CHARGE)(keys=[key], args=[amount, limit, seconds + 5])
-            return bool(int(done)), int(used), (index + 1) * seconds - now
+        def charge() -> tuple[bool, float, float]:
+            done, level, wait = self._script("charge", _CHARGE)(keys=[key], args=[seconds, amount, limit])
+            return bool(int(done)), float(as_text(level)), float(as_text(wait))
 
         return self.breaker.call("tenants_charge", charge, None)
 

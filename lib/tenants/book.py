@@ -46,7 +46,10 @@ class SharedTenants(Protocol):
     def tenants_delete(self, name: str) -> bool | None: ...
     def tenants_all(self) -> dict[str, str] | None: ...
     def tenants_find(self, key_hash: str) -> str | None: ...
-    def tenants_charge(self, counter: str, seconds: int, amount: int, limit: int) -> tuple[bool, int, float] | None: ...
+    def tenants_charge(
+        self, counter: str, seconds: int, amount: int, limit: int
+    ) -> tuple[bool, float, float] | None: ...
+
     def tenants_acquire(self, counter: str, limit: int, lease: float) -> str | None: ...
     def tenants_release(self, counter: str, token: str) -> None: ...
     def tenants_add_usage(self, name: str, fields: dict[str, float]) -> bool | None: ...
@@ -255,7 +258,7 @@ class Tenants:
         limit = account.limits.requests_per_minute
         if limit is None:
             return {}
-        charged, used, reset = self._charge(account.counter + ":rpm", 60, 1, limit)
+        charged, used, reset, wait = self._charge(account.counter + ":rpm", 60, 1, limit)
         headers = {
             "x-ratelimit-limit-requests": str(limit),
             "x-ratelimit-remaining-requests": str(max(0, limit - used)),
@@ -266,10 +269,10 @@ class Tenants:
             who = "this key" if account.keyed else "callers without an API key (per address)"
             raise RateLimitedError(
                 f"rate limit reached: {limit} requests per minute for {who} (requests_per_minute); "
-                f"try again in {_reset_words(reset)}"
+                f"try again in {_reset_words(wait)}"
                 + ("" if account.keyed else ", or ask the operator for an API key"),
                 limit="requests_per_minute",
-                headers={**headers, "Retry-After": str(max(1, math.ceil(reset)))},
+                headers={**headers, "Retry-After": str(max(1, math.ceil(wait)))},
             )
         return headers
 
@@ -301,13 +304,13 @@ class Tenants:
             release = lambda: self._release(counter, token)  # noqa: E731
         budget = account.limits.synth_chars_per_hour
         if budget is not None and chars > 0:
-            charged, used, reset = self._charge(account.counter + ":chars", 3600, chars, budget)
+            charged, used, _, wait = self._charge(account.counter + ":chars", 3600, chars, budget)
             if not charged:
                 if release is not None:
                     release()
                 self._refused(account, "synth_chars_per_hour")
-                raise RateLimitedError(self._budget_message(account, what, chars, budget, used, reset),
-                    limit="synth_chars_per_hour", headers={"Retry-After": str(max(1, math.ceil(reset)))})  # fmt: skip
+                raise RateLimitedError(self._budget_message(account, what, chars, budget, used, wait),
+                    limit="synth_chars_per_hour", headers={"Retry-After": str(max(1, math.ceil(wait)))})  # fmt: skip
         if chars > 0:
             self._add_usage(account, {"synth_chars": chars})
             self._instruments.chars.labels(account.name).inc(chars)
@@ -324,7 +327,7 @@ class Tenants:
             finally:
                 _PREPAID.reset(token)
 
-    def _budget_message(self, account: Account, what: str, chars: int, budget: int, used: int, reset: float) -> str:
+    def _budget_message(self, account: Account, what: str, chars: int, budget: int, used: int, wait: float) -> str:
         whose = self._whose(account)
         if budget == 0:
             return (f"{what} is not cached, and {whose} may only be served cached audio here "
@@ -333,8 +336,8 @@ class Tenants:
             return (f"{what} needs {chars} characters of synthesis, more than {whose}'s whole budget of "
                     f"{budget} an hour (synth_chars_per_hour): send less text, or fewer takes")  # fmt: skip
         return (f"{what} needs {chars} characters of synthesis and {whose} has {max(0, budget - used)} of "
-                f"{budget} left this hour (synth_chars_per_hour); cached audio is still served; "
-                f"the budget renews in {_reset_words(reset)}")  # fmt: skip
+                f"{budget} an hour left (synth_chars_per_hour, given back evenly over the hour); cached audio "
+                f"is still served; there is room for this in {_reset_words(wait)}")  # fmt: skip
 
     @staticmethod
     def _whose(account: Account) -> str:
@@ -390,12 +393,20 @@ class Tenants:
 
     # -- the store, shared or local --------------------------------------------------------
 
-    def _charge(self, counter: str, seconds: int, amount: int, limit: int) -> tuple[bool, int, float]:
+    def _charge(self, counter: str, seconds: int, amount: int, limit: int) -> tuple[bool, int, float, float]:
+        """Count ``amount`` against ``limit`` per ``seconds``, a bucket given back evenly
+        (GCRA: no burst of twice the limit across a window's edge): (charged, used
+        afterwards, seconds until all is given back, seconds until ``amount`` fits)."""
+        if limit <= 0:
+            return False, 0, 0.0, float(seconds)
+        done = None
         if self.shared is not None:
             done = self.shared.tenants_charge(counter, seconds, amount, limit)
-            if done is not None:
-                return done
-        return self.local.charge(counter, seconds, amount, limit)
+        if done is None:
+            done = self.local.charge(counter, seconds, amount, limit)
+        charged, level, wait = done
+        used = min(limit, math.ceil(level * limit / seconds - 1e-6))
+        return charged, used, level, wait
 
     def _acquire(self, counter: str, limit: int) -> str | None:
         if self.shared is not None:

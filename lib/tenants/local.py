@@ -39,7 +39,7 @@ class LocalTenants:
         self._keys: dict[str, TenantRecord] = {}
         self._by_hash: dict[str, TenantRecord] = {}
         self._seen: tuple[int, int] | None = None
-        self._windows: dict[str, tuple[int, int]] = {}  # counter -> (window index, used)
+        self._due: dict[str, float] = {}  # counter -> when its bucket is empty again (GCRA)
         self._slots: dict[str, dict[str, float]] = {}  # counter -> {token: expiry}
         self._usage: dict[str, dict[str, float]] = self._read_usage()
         self._saved = time.monotonic()
@@ -127,23 +127,21 @@ class LocalTenants:
 
     # -- counters --------------------------------------------------------------------------
 
-    def charge(self, counter: str, seconds: int, amount: int, limit: int) -> tuple[bool, int, float]:
-        """Add ``amount`` to ``counter``'s current window of ``seconds`` unless that passes
-        ``limit``: (charged, used in the window afterwards, seconds until it resets)."""
+    def charge(self, counter: str, seconds: int, amount: int, limit: int) -> tuple[bool, float, float]:
+        """Add ``amount`` to ``counter``, a bucket of ``limit`` that empties evenly over
+        ``seconds`` (GCRA), unless that overfills it: (charged, how many seconds of the
+        bucket are full afterwards, seconds until ``amount`` fits when refused)."""
         now = time.time()
-        index = int(now // seconds)
-        reset = (index + 1) * seconds - now
+        step = seconds / limit
         with self._lock:
-            window, used = self._windows.get(counter, (index, 0))
-            if window != index:
-                used = 0
-            if used + amount > limit:
-                self._windows[counter] = (index, used)
-                return False, used, reset
-            self._windows[counter] = (index, used + amount)
-            if len(self._windows) > 100_000:  # addresses come and go: drop the stale windows
-                self._windows = {c: w for c, w in self._windows.items() if w[0] >= index - 1}
-            return True, used + amount, reset
+            due = max(self._due.get(counter, now), now)
+            after = due + amount * step
+            if after - now > seconds + 1e-6:
+                return False, due - now, after - seconds - now
+            self._due[counter] = after
+            if len(self._due) > 100_000:  # addresses come and go: drop the empty buckets
+                self._due = {c: d for c, d in self._due.items() if d > now}
+            return True, after - now, 0.0
 
     def acquire(self, counter: str, limit: int, lease: float) -> str | None:
         """A slot of ``counter`` (at most ``limit`` at once, each held at most ``lease``
