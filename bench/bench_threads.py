@@ -75,7 +75,8 @@ for run in range({runs}):
     cpus.append(cpu / audio[0])
 print(json.dumps({{"threads": {threads}, "at_once": {at_once}, "runs": {runs},
                   "rtf_p50": statistics.median(rtfs), "throughput": statistics.median(throughputs),
-                  "cpu_per_audio_s": statistics.median(cpus), "rss_mb": status("VmRSS:"), "peak_rss_mb": status("VmHWM:"),
+                  "cpu_per_audio_s": statistics.median(cpus), "rss_mb": status("VmRSS:"),
+                  "peak_rss_mb": status("VmHWM:"),
                   "audio_s": audio[0], "load_before": load_before, "load_after": os.getloadavg()[0]}}))
 engine.close()
 """
@@ -105,8 +106,9 @@ def main() -> int:
               f"load {row['load_before']:.2f} -> {row['load_after']:.2f}", flush=True)  # fmt: skip
     base = rows[0]
     for row in rows[1:]:
+        latency, throughput = row["rtf_p50"] / base["rtf_p50"], row["throughput"] / base["throughput"]
         print(f"# vs 2 threads 1 at a time: {row['threads']} thread(s) {row['at_once']} at a time: "
-              f"latency x{row['rtf_p50'] / base['rtf_p50']:.2f}, throughput x{row['throughput'] / base['throughput']:.2f}")  # fmt: skip
+              f"latency x{latency:.2f}, throughput x{throughput:.2f}")  # fmt: skip
     return 0
 
 

@@ -264,8 +264,8 @@ def test_preload_cache_submits_a_list_to_a_server_and_follows_it(
         assert done.stdout.startswith("preload: 4 phrases, 2 generated, 1 already cached, 1 failed in ")
         assert (
             "preload: 失败 failed: 「nobody speaks」（no-such-voice） · phrases[2]: "
-            "voice: no saved or preset voice named 'no-such-voice'" in done.stderr
-        )  # by its text and voice, as the local preload
+            "音色 Voice：没有这个音色，请从列表中选择 — no saved or preset voice named 'no-such-voice'" in done.stderr
+        )  # by its text and voice, why in both languages, as the local preload
         assert "4/4" in done.stderr  # the progress bar
         assert service.engine.calls == calls + 2
 

@@ -27,12 +27,12 @@ from lib.errors import (
 )
 from lib.pipeline.service import TTSService
 from lib.request.access import LOCAL
+from lib.request.messages import FIELD_LABELS, explain, explain_note, scrub_paths
 from lib.request.phrases import PhraseFileError, expand, parse_phrases
 from lib.request.types import TTSRequest
 from lib.ui.convert import CONVERT_FIELDS, build_convert_request, convert_errors
 from lib.ui.forms import FORM_FIELDS, MODE_FORMS, SynthesisForm, examples, form_errors, form_note, mode_choices
 from lib.ui.handlers import Handlers
-from lib.ui.messages import FIELD_LABELS, explain, explain_note, scrub_paths
 from lib.ui.plots import latency_plot
 from lib.ui.views import (
     BADGE_COLOURS,

@@ -32,6 +32,7 @@ from lib.compose.templates import Template
 from lib.core.logtext import cut_text
 from lib.errors import TTSError, ValidationError
 from lib.request.access import Action, Caller, check
+from lib.request.messages import explain
 from lib.request.phrases import PhraseRequest, expand, load_phrases
 from lib.takes.records import pcm_digest
 
@@ -94,7 +95,7 @@ class PreloadReport:
         """The failures for the terminal, in Chinese and English: each phrase by its text
         and voice, then its place in the list and why."""
         lines = [
-            f"preload: 失败 failed: {row['phrase']} · {row['entry']}: {row['message']}"
+            f"preload: 失败 failed: {row['phrase']} · {row['entry']}: {explain(TTSError(row['message']))}"
             for row in self.failure_rows(most)
         ]
         if len(self.failures) > most:

@@ -26,9 +26,9 @@ import gradio as gr
 from lib.errors import TTSError
 from lib.pipeline.service import TTSService
 from lib.request.access import Caller
+from lib.request.messages import UIMessage
 from lib.request.phrases import PhraseRequest, expand, load_phrases
 from lib.tenants import acting
-from lib.ui.messages import UIMessage
 
 __all__ = ["HandlerBase", "error_html", "live_playback_available"]
 

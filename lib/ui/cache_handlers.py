@@ -21,9 +21,9 @@ from lib.core.logtext import cut_fields
 from lib.core.reports import ClearReport, EvictReport, SweepReport, VerifyReport
 from lib.errors import TTSError
 from lib.request.access import Action, allows
+from lib.request.messages import explain, explain_note, scrub_paths
 from lib.request.phrases import PhraseFileError, PhraseRules, expand, load_phrases
 from lib.ui.base import HandlerBase
-from lib.ui.messages import explain, explain_note, scrub_paths
 from lib.ui.plots import WINDOWS, hit_rate_plot, latency_plot, window_rate
 from lib.ui.views import admin_sentence, made_html, stats_markdown, tag_choices, top_table, usage_markdown
 

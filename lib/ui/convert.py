@@ -22,10 +22,10 @@ from typing import Any
 from lib.engines.base import can_convert
 from lib.errors import TTSError, ValidationError
 from lib.pipeline.service import TTSService
+from lib.request.messages import FieldErrors, UIMessage
 from lib.request.types import ConvertRequest, PromptSource
 from lib.request.validate import check_speed
 from lib.ui.forms import Resolutions, form_seed
-from lib.ui.messages import FieldErrors, UIMessage
 
 __all__ = ["CONVERT_FIELDS", "build_convert_request", "can_convert", "check_source", "convert_errors"]
 

@@ -19,10 +19,10 @@ from typing import Any, Protocol
 from lib.config import AppConfig
 from lib.core.logtext import cut_text
 from lib.errors import ValidationError
+from lib.request.messages import MODE_NAMES, FieldErrors, UIMessage
 from lib.request.phrases import PhraseRequest
 from lib.request.types import CONVERT, Resolved, TTSRequest
 from lib.request.validate import MAX_SEED, check_seed, check_speed, normalise_fields
-from lib.ui.messages import MODE_NAMES, FieldErrors, UIMessage
 
 __all__ = [
     "FORM_FIELDS",

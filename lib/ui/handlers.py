@@ -22,6 +22,7 @@ from lib.errors import TTSError
 from lib.pipeline.results import SynthesisResult
 from lib.pipeline.service import TTSService
 from lib.request.access import ANYONE
+from lib.request.messages import MODE_NAMES, explain
 from lib.request.types import ConvertRequest, TTSRequest
 from lib.request.validate import MAX_SEED, check_speed
 from lib.ui.base import error_html, live_playback_available
@@ -39,7 +40,6 @@ from lib.ui.forms import (
     style_used,
     voice_choices,
 )
-from lib.ui.messages import MODE_NAMES, explain
 from lib.ui.playback import LiveFeed
 from lib.ui.views import (
     HistoryItem,

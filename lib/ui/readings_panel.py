@@ -17,9 +17,9 @@ import gradio as gr
 
 from lib.core.logtext import cut_text
 from lib.errors import TTSError
+from lib.request.messages import explain
 from lib.text.tokens import Reading
 from lib.ui.base import HandlerBase
-from lib.ui.messages import explain
 
 __all__ = ["ENTRY_HEADERS", "ReadingsPanel", "reading_html", "reading_line", "readings_panel"]
 

@@ -18,10 +18,10 @@ import gradio as gr
 from lib.core.logtext import cut_text
 from lib.errors import TTSError, ValidationError
 from lib.pipeline.results import SynthesisResult
+from lib.request.messages import explain
 from lib.request.types import TTSRequest
 from lib.ui.base import HandlerBase
 from lib.ui.forms import SynthesisForm
-from lib.ui.messages import explain
 from lib.ui.views import download_name
 
 __all__ = ["MAX_UI_TAKES", "REVIEW_HEADERS", "TakeShown", "TakesPanel", "review_section", "takes_section"]
