@@ -23,12 +23,13 @@ were not, it is now exact.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import numpy as np
 
 from lib.errors import EngineError
 
-__all__ = ["WEIGHT_INPUTS", "signed_weights", "unsigned_weights"]
+__all__ = ["WEIGHT_INPUTS", "make_unsigned", "signed_weights", "unsigned_weights"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -59,14 +60,23 @@ def signed_weights(model: object) -> list[str]:
 
 
 def unsigned_weights(data: bytes) -> bytes:
-    """The serialised graph ``data`` with every signed weight of :data:`WEIGHT_INPUTS` and
-    its zero point made unsigned (+128); a ``MatMulInteger`` without a weight zero point
-    gets one of 128. Raises :class:`EngineError` if a weight is not a stored tensor (it
-    could not be rewritten, and would stay u8 x s8)."""
+    """The serialised graph ``data`` with its signed weights made unsigned
+    (:func:`make_unsigned`), serialised again."""
     import onnx
-    from onnx import TensorProto, numpy_helper
 
     model = onnx.load_from_string(data)
+    make_unsigned(model)
+    return bytes(model.SerializeToString())
+
+
+def make_unsigned(model: Any) -> None:
+    """Make every signed weight of :data:`WEIGHT_INPUTS` in ``model`` (an
+    ``onnx.ModelProto``, changed in place) and its zero point unsigned (+128); a
+    ``MatMulInteger`` without a weight zero point gets one of 128. Raises
+    :class:`EngineError` if a weight is not a stored tensor (it could not be rewritten,
+    and would stay u8 x s8)."""
+    from onnx import TensorProto, numpy_helper
+
     inits = {t.name: t for t in model.graph.initializer}
     done: set[str] = set()
     added = 0
@@ -101,4 +111,3 @@ def unsigned_weights(data: bytes) -> bytes:
     if left:  # pragma: no cover - a zero point shared with a tensor of another role
         raise EngineError(f"the Kokoro graph keeps signed weights the loader cannot rewrite: {', '.join(left[:3])}")
     _LOGGER.debug("Kokoro graph: %d signed tensors made unsigned (%d zero points added)", len(done), added)
-    return bytes(model.SerializeToString())
