@@ -101,7 +101,7 @@ def loaded_graph(parts: tuple[Part, ...] | list[Part]) -> bytes:
     """The graph as onnxruntime gets it: joined and checked (:func:`join_parts`), its
     signed weights made unsigned (:func:`.unsigned.make_unsigned`). One copy of the
     92 MB graph at a time beside the parsed one: the joined bytes are let go once parsed,
-    the parsed graph once serialised (the server's peak memory is at this load)."""
+    the parsed graph once serialised (18 MB off the load's peak: docs/kokoro.md)."""
     import onnx
 
     model = onnx.load_from_string(join_parts(parts))
