@@ -35,13 +35,9 @@ REPO = Path(__file__).resolve().parents[1]
 _CHILD = """
 import json, os, statistics, sys, threading, time
 sys.path.insert(0, {repo!r})
-from bench.bench_voice import EN, ZH, load_pcm
+from bench.bench_voice import EN, ZH, load_pcm, proc_mb as status
 from lib.config import BuiltinConfig
 from lib.engines.builtin import BuiltinEngine
-def status(key):
-    for line in open("/proc/self/status"):
-        if line.startswith(key):
-            return int(line.split()[1]) / 1024
 engine = BuiltinEngine(BuiltinConfig(base="kokoro", threads={threads}))
 engine.warm()
 voice = engine.extract_voice(load_pcm("zh_female_prompt"), "")

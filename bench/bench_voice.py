@@ -335,17 +335,22 @@ def summary(
               f"ceiling {np.mean([ceiling[n] for n in group]):.3f}")  # fmt: skip
 
 
+def proc_mb(key: str) -> float:
+    """A size line of ``/proc/self/status`` (``VmRSS:``, ``VmHWM:``) in MB."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith(key):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 _TIMING_CHILD = """
 import json, os, sys, time
 sys.path.insert(0, {repo!r})
 import numpy as np
-from bench.bench_voice import EN, ZH, load_pcm
+from bench.bench_voice import EN, ZH, load_pcm, proc_mb as status
 from lib.config import BuiltinConfig
 from lib.engines.builtin import BuiltinEngine
-def status(key):
-    for line in open("/proc/self/status"):
-        if line.startswith(key):
-            return int(line.split()[1]) / 1024
 engine = BuiltinEngine(BuiltinConfig(base={base!r}, threads={threads}))
 engine.warm()
 voice = engine.extract_voice(load_pcm("zh_female_prompt"), "")
