@@ -175,6 +175,10 @@ def _synthesise_tab(h: Handlers, token: gr.Textbox) -> tuple[gr.Radio, gr.Dropdo
             notice = gr.Markdown(visible=False, elem_id="style-notice", elem_classes="ui-notice")
             # Shown only while a long miss plays as it is made (lib.ui.playback); hidden, it
             # is not rendered, so each live result gets a new element that starts at 0.
+            # While it plays live, how many of its sentences are made: a line of its own that a
+            # timer fills (an output of the playing event re-rendered the page under the player).
+            count = gr.HTML(elem_id="live-count", js_on_load=None)
+            ticker = gr.Timer(0.5, active=False)
             live = gr.Audio(
                 streaming=True, autoplay=True, label="实时播放 Live (边合成边播放 while it is made)",
                 interactive=False, elem_id="live-audio", visible=False,
@@ -221,9 +225,10 @@ def _synthesise_tab(h: Handlers, token: gr.Textbox) -> tuple[gr.Radio, gr.Dropdo
         run_it = h.convert if converts else h.synthesise_live if streamed else h.synthesise
         button = convert if converts else generate
         trigger(h.pressed, inputs=mode, queue=False, show_progress="hidden", api_visibility="private")  # its form
+        counted = streamed and live_ok  # may play live: its count's line and timer
         run = trigger(
-            h.clearer(converts, live=live_ok), inputs=inputs,
-            outputs=[*cleared, live, button] if live_ok else [*cleared, button],
+            h.clearer(converts, live=live_ok, counted=counted), inputs=inputs,
+            outputs=[*cleared, live, button] + ([ticker, count] if counted else []) if live_ok else [*cleared, button],
             queue=False, show_progress="hidden", api_visibility="private", js=SHOW_RESULT,
         ).then(
             run_it, inputs=[*inputs, history], outputs=[live, *shown] if streamed else shown,
@@ -235,7 +240,13 @@ def _synthesise_tab(h: Handlers, token: gr.Textbox) -> tuple[gr.Radio, gr.Dropdo
         run.failure(h.failure_view("synth"), outputs=message, api_visibility="private")
         for ended in (run.success, run.failure):  # Gradio's .then() does not follow a failure
             ended(h.idle(converts), outputs=button, queue=False, show_progress="hidden", api_visibility="private")
+            if counted:
+                ended(
+                    h.live_count_end(ended == run.success), outputs=[ticker, count], queue=False,
+                    show_progress="hidden", api_visibility="private",
+                )  # fmt: skip
 
+    ticker.tick(h.live_count, outputs=count, queue=False, show_progress="hidden", api_visibility="private")
     # /synthesise answers the whole result (API clients); the button plays it live when it can.
     whole = gr.Button(visible=False) if live_ok else generate
     request_chain(whole.click, "synthesise", streamed=False)

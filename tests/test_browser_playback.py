@@ -60,11 +60,12 @@ _SAMPLER = """
   }, true);
   setInterval(() => {
     const players = [...document.querySelectorAll("#result-audio audio, #live-audio audio")];
+    const count = document.querySelector("#live-count");  // its text as seen (innerText)
     window.__samples.push([performance.now(), players.map((a) => {
       if (!a.__id) a.__id = ++next;
       return [a.__id, a.closest("#live-audio") ? "live" : "result", a.currentTime, a.paused, a.ended,
               Number.isFinite(a.duration) ? a.duration : 0];
-    })]);
+    }), count ? count.innerText.trim() : ""]);
   }, 100);
 })();
 """
@@ -155,7 +156,19 @@ def listening(browser: Browser, viewport: str) -> Iterator[Callable[[str], Page]
 
 def _samples(page: Page) -> tuple[list[float], list[tuple[float, list[list[Any]]]]]:
     presses, samples = page.evaluate("[window.__presses, window.__samples]")
-    return [p / 1000 for p in presses], [(t / 1000, players) for t, players in samples]
+    return [p / 1000 for p in presses], [(t / 1000, players) for t, players, _ in samples]
+
+
+def counts_while_live(page: Page, at: float) -> list[str]:
+    """The sentence counts (``#live-count``) shown, in order, while the live player
+    played the press at ``at``."""
+    samples = page.evaluate("window.__samples")
+    shown: list[str] = []
+    for t, players, count in samples:
+        playing = any(kind == "live" and not paused and pos > 0 for _, kind, pos, paused, _, _ in players)
+        if t / 1000 >= at and playing and count and (not shown or shown[-1] != count):
+            shown.append(count)
+    return shown
 
 
 def press(page: Page, text: str) -> float:
@@ -343,6 +356,9 @@ def test_a_long_miss_plays_live_without_stalls_and_once(
         lines.append(result.line(f"{viewport} {case}"))
         if player == "live":
             assert page.locator("#cache-badge-value").get_attribute("data-live") == "1"
+            counts = counts_while_live(page, at)
+            assert counts and counts[-1] == "已合成 Made 6/6 句 sentences", counts
+            lines[-1] += f" · counts heard {counts}"
     expect(page.locator("#live-audio")).to_be_hidden()  # a hit is not played live
     print("\n" + "\n".join(lines))
 
@@ -390,7 +406,8 @@ def test_a_long_all_new_miss_of_a_slow_engine_counts_its_sentences_and_plays_liv
 ) -> None:
     """Six new sentences at half real time: the progress counts them ("2/6 句
     sentences"), and it plays live once what is made covers making the rest (the old
-    rule, 1.25x real time, never played it live: 28 s of silence, then the file)."""
+    rule, 1.25x real time, never played it live: 28 s of silence, then the file); while it
+    plays, the line over the live player goes on counting, to "6/6"."""
     page = listening(slow_app[0])
     text = "".join(f"{viewport}丁第{i}句话用来测试边合成边播放是否连续。" for i in range(1, 7))
     at = press(page, text)
@@ -399,4 +416,7 @@ def test_a_long_all_new_miss_of_a_slow_engine_counts_its_sentences_and_plays_liv
     assert cache == "MISS"
     result = heard(page, at, None, duration)
     assert result.player == "live", f"played by the {result.player} player"
-    print("\n" + result.line(f"{viewport} 6 new (slow engine), live"))
+    counts = counts_while_live(page, at)
+    assert len(counts) >= 2 and counts[-1] == "已合成 Made 6/6 句 sentences", counts  # it moved while heard
+    assert all(re.fullmatch(r"已合成 Made [1-6]/6 句 sentences", c) for c in counts), counts  # nothing else over it
+    print("\n" + result.line(f"{viewport} 6 new (slow engine), live") + f" · counts heard {counts}")

@@ -20,6 +20,7 @@ import pytest
 from lib.config import load_config
 from lib.engines.builtin import BuiltinEngine
 from lib.engines.builtin.kokoro.phonemes import FIRST_IDS, MAX_IDS, MIN_PIECE_IDS, Sentence, pieces
+from lib.engines.builtin.kokoro.render import FADE, LEAD, TIGHT, trim_edges
 from lib.engines.builtin.kokoro.vocab import to_ids
 from lib.pipeline.service import TTSService
 from lib.request.types import TTSRequest
@@ -200,3 +201,21 @@ def test_a_streamed_miss_is_heard_before_its_later_pieces_are_made_and_replays_t
         assert made.cache == "MISS" and np.array_equal(made.audio.pcm, np.concatenate(chunks))
     finally:
         svc.close()
+
+
+def test_a_trimmed_piece_starts_and_ends_at_zero_whatever_the_noise_floor() -> None:
+    """The kept edge silence is faded: a piece cut in the model's noise floor (-66 dBFS on
+    an AVX-512 CPU, where the join test heard a 0.00047 step into the pause's zeros) starts
+    and ends at zero, and the speech between is untouched."""
+    rng = np.random.default_rng(0)
+    floor = 0.0005 * rng.standard_normal(RATE)  # 1 s of noise floor (-66 dBFS)
+    speech = 0.3 * np.sin(2 * np.pi * 220 * np.arange(RATE // 2) / RATE)
+    audio = floor.copy()
+    audio[RATE // 4 : RATE // 4 + speech.size] += speech
+    kept = trim_edges(audio, lead=LEAD, tail=TIGHT)
+    assert kept[0] == 0.0 and kept[-1] == 0.0
+    assert np.all(np.abs(kept[:3]) < 1e-5) and np.all(np.abs(kept[-3:]) < 1e-5)  # a ramp, not one zeroed sample
+    start = RATE // 4 - int(LEAD * RATE)  # where the kept lead begins (the speech's frame edge)
+    fade = int(FADE * RATE)
+    assert kept.size >= speech.size
+    assert np.array_equal(kept[fade:-fade], audio[start + fade : start + kept.size - fade])

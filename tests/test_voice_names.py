@@ -32,7 +32,7 @@ def http(service: TTSService, testdata_dir: Path) -> Iterator[httpx.Client]:
     speech = (testdata_dir / "male_prompt.wav").read_bytes()
     with in_process(create_app(service)) as client:
         client.speech = speech  # type: ignore[attr-defined]
-        client.timeout = httpx.Timeout(60)
+        client.timeout = 60  # seconds: httpx and httpx2 (starlette >= 1.10) alike
         yield client
 
 

@@ -51,10 +51,21 @@ from lib.ui.views import (
     style_notice,
 )
 
-__all__ = ["BUTTON_LABELS", "HISTORY", "LIVE_NOTICE", "Handlers", "error_html", "live_playback_available"]
+__all__ = [
+    "BUTTON_LABELS",
+    "HISTORY",
+    "LIVE_NOTICE",
+    "Handlers",
+    "error_html",
+    "live_count_html",
+    "live_playback_available",
+]
 
 HISTORY = 5
 """Recent results kept per browser session."""
+
+_REMEMBERED_COUNTS = 256
+"""Sessions whose sentence count is kept (a page closed mid-request never ends its own)."""
 
 RECOMMENDED_SECONDS = (3.0, 10.0)
 """The length of a voice recording the forms ask for (a save outside it says so)."""
@@ -67,11 +78,10 @@ BUSY_LABELS = {False: "合成中… Synthesising…", True: "变声中… Conver
 LIVE_NOTE = "生成中，边合成边播放 Generating: playing while it is made…"
 
 
-def live_note(made: int, total: int) -> str:
-    """:data:`LIVE_NOTE` with how many sentences are made (a text of several)."""
-    if total <= 1:
-        return LIVE_NOTE
-    return f"{LIVE_NOTE} {min(made, total)}/{total} 句 sentences"
+def live_count_html(made: int, total: int) -> str:
+    """How many of a live result's sentences are made ("3/6 句 sentences"), for the line
+    over the live player (:meth:`Handlers.live_count`)."""
+    return f'<span class="live-count">已合成 Made {min(made, total)}/{total} 句 sentences</span>'
 
 
 #: Shown instead of the live player when ffmpeg is missing.
@@ -107,6 +117,10 @@ class Handlers(CacheHandlers):
         super().__init__(service, phrases_path)
         self.resolutions = Resolutions()
         """What the checks of a click resolved, for its handler: one resolution a click."""
+        self._made: dict[str, tuple[int, int]] = {}
+        """Sentences made of each session's result being made (session -> (made, total))."""
+        self._live: set[str] = set()
+        """Sessions whose result plays live now: :meth:`live_count` shows their count."""
 
     # -- synthesise ----------------------------------------------------------------------
 
@@ -119,12 +133,13 @@ class Handlers(CacheHandlers):
             message = error_html(["请修正以下输入 Please fix:", *(str(m) for m in errors.values())])
         return None, "", "", gr.update(value="", visible=False), message
 
-    def clearer(self, converts: bool, *, live: bool) -> Callable[..., tuple[Any, ...]]:
+    def clearer(self, converts: bool, *, live: bool, counted: bool = False) -> Callable[..., tuple[Any, ...]]:
         """The first step of a Synthesise or Convert request: :meth:`clear_result` or
-        :meth:`clear_convert`, with ``live`` the live player emptied too, and last the
-        button shown busy (a click while a request runs would be dropped unseen). A
+        :meth:`clear_convert`, with ``live`` the live player emptied too, then the button
+        shown busy (a click while a request runs would be dropped unseen), and with
+        ``counted`` the count's timer started and its line emptied (:meth:`live_count`). A
         form with problems does not run (the validator stops the event, and the steps
-        after it): its button stays as it was."""
+        after it): its button stays as it was, and no timer starts."""
         clear = self.clear_convert if converts else self.clear_result
 
         def first(*form: Any) -> tuple[Any, ...]:
@@ -135,7 +150,12 @@ class Handlers(CacheHandlers):
             # The live player is unmounted (a hidden one is not rendered): the next live
             # result gets a fresh element, which starts at 0, not where the last one stopped.
             gone = gr.update(value=None, visible=False)
-            return (*cleared, gone, button) if live else (*cleared, button)
+            if not live:
+                return (*cleared, button)
+            if not counted:
+                return (*cleared, gone, button)
+            ticker = gr.update() if cleared[-1] else gr.Timer(active=True)
+            return (*cleared, gone, button, ticker, "")
 
         return first
 
@@ -183,6 +203,7 @@ class Handlers(CacheHandlers):
         result is still cached. Outputs: live player, then those of :meth:`synthesise`."""
         progress(0.1, desc="合成中 Synthesising…")
         form = self.press_generation(request)
+        session = getattr(request, "session_hash", None) or ""
         live = fed = False
         try:
             fields = SynthesisForm(mode, prompt_audio, voice, prompt_text, text, style, seed, speed, fmt, use_cache)
@@ -194,12 +215,18 @@ class Handlers(CacheHandlers):
                 total = self.service.segment_count(resolved or req)
                 feed = LiveFeed(answer.events(), answer.sample_rate, total=total)
 
-                # "3/6 sentences" on the progress bar until it plays. Not while it plays: an
-                # update of the details per sentence re-rendered the page under the live
-                # player, and a phone's player stood still 0.41 s once beside a loaded CPU.
+                # "3/6 sentences" on the progress bar until it plays; while it plays, on the
+                # line over the live player, which a timer asks for (live_count): an output
+                # of this event per sentence (the details) re-rendered the page under the
+                # live player, and a phone's player stood still 0.41 s once.
                 def made(n: int) -> None:  # sentences, counted by the stream's marks (not its chunks)
-                    if feed.total > 1 and not feed.live:
-                        done = min(n, feed.total)
+                    if feed.total <= 1:
+                        return
+                    done = min(n, feed.total)
+                    self._made[session] = (done, feed.total)
+                    while len(self._made) > _REMEMBERED_COUNTS:  # pages closed before their end
+                        self._made.pop(next(iter(self._made)), None)
+                    if not feed.live:
                         progress((done, feed.total), desc=f"合成中 Synthesising: {done}/{feed.total} 句 sentences")
 
                 for pcm in feed.slices(on_made=made):
@@ -209,9 +236,9 @@ class Handlers(CacheHandlers):
                     yield wav_bytes(pcm, answer.sample_rate), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
                     if not live and feed.hold_sent:  # a fresh player (unmounted since the last request) starts at 0
                         live = True
+                        self._live.add(session)
                         badge = badge_html(answer.cache, live=True, making=True)
-                        note = live_note(feed.done, feed.total)
-                        yield gr.update(visible=True), gr.skip(), badge, note, gr.skip(), gr.skip()
+                        yield gr.update(visible=True), gr.skip(), badge, LIVE_NOTE, gr.skip(), gr.skip()
             result = answer.result()
             name, path = self._file(req, result, fmt)
         except TTSError as exc:
@@ -219,10 +246,34 @@ class Handlers(CacheHandlers):
                 failed = badge_html("FAILED", live=True)
                 yield gr.update(value=None, visible=False), None, failed, "", gr.skip(), gr.skip()
             self.fail("synth", request, explain(exc, paths=[prompt_audio]))
+        finally:
+            if not live:  # a live one's count is the end step's (live_count_end)
+                self._made.pop(session, None)
         if self.form_generation(request) != form:
             yield gr.skip(), *_DISCARDED
             return
         yield gr.skip(), *self._shown(req, result, name, path, history, seed=self._seed(req, result), live=live)
+
+    def live_count(self, request: gr.Request) -> Any:
+        """The timer's tick while a request runs (``#live-count``): how many sentences of
+        the session's live result are made, once it plays live; else nothing changes."""
+        session = getattr(request, "session_hash", None) or ""
+        made = self._made.get(session) if session in self._live else None
+        return gr.skip() if made is None else live_count_html(*made)
+
+    def live_count_end(self, succeeded: bool) -> Callable[[gr.Request], tuple[Any, Any]]:
+        """The last step of a request that may have played live: the timer stopped and the
+        count's line final (every sentence made), or empty after a failure."""
+
+        def end(request: gr.Request) -> tuple[Any, Any]:
+            session = getattr(request, "session_hash", None) or ""
+            made = self._made.pop(session, None)
+            live = session in self._live
+            self._live.discard(session)
+            line = live_count_html(*made) if succeeded and live and made is not None else ""
+            return gr.Timer(active=False), line
+
+        return end
 
     # -- convert (speech to speech) -------------------------------------------------------
 

@@ -131,6 +131,10 @@ input[type=radio]:focus-visible, input[type=checkbox]:focus-visible {
    the message box it is drawn on (the lexicon's and the takes' last message, the result);
    the failure is said in both languages in the tab's message box (.ui-error) instead. */
 [data-testid=status-tracker]:has(> span.error) { display: none !important; }
+/* The live result's sentence count is itself a progress: never Gradio's timer over it
+   (its tick's "0.0s" showed through once a run). */
+#live-count > [data-testid=status-tracker] { display: none !important; }
+.live-count { font-size: 0.9em; }
 .cache-result { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; }
 /* The start-up preload's banner over the tabs: shown while it runs (or after, when phrases
    failed); its block takes no room while it has nothing to say. */

@@ -73,7 +73,7 @@ _LOGGER = logging.getLogger(__name__)
 #: Bump whenever the audio for the same request changes (espeak base).
 _ALGORITHM_VERSION = "builtin-4"
 #: The same for the Kokoro base.
-_KOKORO_ALGORITHM_VERSION = "builtin-kokoro-3"
+_KOKORO_ALGORITHM_VERSION = "builtin-kokoro-4"
 #: espeak variants that prompt voices are read in (female, male), chosen by the prompt's
 #: median pitch. A per-prompt search was measured on the tuning voices: the best variant
 #: differs by voice (megatts3_zh 0.666 with m2 vs 0.602 with m1; zh_female 0.755 with f1
