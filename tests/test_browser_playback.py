@@ -39,6 +39,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 MAX_STALL = 0.3
 """Longest time ``currentTime`` may stand still mid-file (three samples; the sentence
 pauses of these files are 0.3 s and longer, and are played, not stalled)."""
+LIVE_STALL = 0.2
+"""Longest stall of a long miss played live as it is made, cached sentences followed by
+new ones or all new (issue 34: no stall over 200 ms, currentTime sampled every 100 ms)."""
 
 PHRASE = "请A023号顾客到3号窗口办理业务。"
 PARAGRAPH = (
@@ -216,9 +219,9 @@ def wait_heard(page: Page, at: float, *, timeout: float = 120.0) -> tuple[str, f
     return str(badge.get_attribute("data-cache")), duration
 
 
-def heard(page: Page, at: float, until: float | None, duration: float) -> Heard:
+def heard(page: Page, at: float, until: float | None, duration: float, max_stall: float = MAX_STALL) -> Heard:
     """The playback of the press at ``at`` (up to the next press ``until``), checked: one
-    player, from 0, forward only, to the end, stalls at most :data:`MAX_STALL`, and no
+    player, from 0, forward only, to the end, stalls at most ``max_stall``, and no
     second start."""
     _, samples = _samples(page)
     window = [(t, players) for t, players in samples if t >= at and (until is None or t < until)]
@@ -254,7 +257,7 @@ def heard(page: Page, at: float, until: float | None, duration: float) -> Heard:
     if until is None:
         assert end_pos >= duration - 0.25, f"stopped at {end_pos:.2f} s of {duration:.2f} s"
         assert track[-1][3] or track[-1][4], "still playing after its end: played twice?"
-    assert longest <= MAX_STALL, f"{kind} player stood still for {longest:.2f} s at {where:.2f} s of {duration:.2f} s"
+    assert longest <= max_stall, f"{kind} player stood still for {longest:.2f} s at {where:.2f} s of {duration:.2f} s"
     return Heard(kind, duration, first - at, longest, end_pos)
 
 
@@ -394,7 +397,7 @@ def test_cached_sentences_followed_by_new_ones_play_live_without_stalls(
     at = press(page, "".join(sentences))
     cache, duration = wait_heard(page, at, timeout=150)
     assert cache == "MISS"
-    result = heard(page, at, None, duration)
+    result = heard(page, at, None, duration, LIVE_STALL)
     assert result.player == "live", f"played by the {result.player} player"
     assert page.locator("#cache-badge-value").get_attribute("data-live") == "1"
     print("\n" + result.line(f"{viewport} 3 cached + 4 new, live"))
@@ -414,7 +417,7 @@ def test_a_long_all_new_miss_of_a_slow_engine_counts_its_sentences_and_plays_liv
     page.wait_for_function("() => /[2-5]\\/6 句 sentences/.test(document.body.innerText)", timeout=60_000, polling=100)
     cache, duration = wait_heard(page, at, timeout=150)
     assert cache == "MISS"
-    result = heard(page, at, None, duration)
+    result = heard(page, at, None, duration, LIVE_STALL)
     assert result.player == "live", f"played by the {result.player} player"
     counts = counts_while_live(page, at)
     assert len(counts) >= 2 and counts[-1] == "已合成 Made 6/6 句 sentences", counts  # it moved while heard
