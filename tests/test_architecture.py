@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO
 
 LIB = REPO / "lib"
@@ -208,37 +209,42 @@ def test_the_checks_catch_what_they_guard(tmp_path: Path) -> None:
     assert _cycles(allowed_imports(table)) != []
 
 
-def test_redis_is_imported_only_with_a_shared_tier(tmp_path: Path) -> None:
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1]);"
-        "from lib.config import load_config; from lib.pipeline.service import TTSService; import webui;"
-        "svc = TTSService(load_config(env={}, overrides={'engine': 'tone', 'cache.dir': sys.argv[2]}));"
-        "app = webui.create_app(svc); svc.close();"
-        "print('redis' in sys.modules)"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(REPO), str(tmp_path / "c")],
-        capture_output=True, text=True, timeout=120, check=True, cwd=tmp_path,
-    )  # fmt: skip
-    assert out.stdout.strip().splitlines()[-1] == "False"
+_OPTIONAL_CLIENTS = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from lib.config import load_config
+from lib.pipeline.service import TTSService
+import webui
+for i, url in enumerate((None, sys.argv[3])):
+    over = {"engine": "tone", "cache.dir": sys.argv[2] + str(i), "cache.objects_url": url}
+    svc = TTSService(load_config(env={}, overrides=over))
+    app = webui.create_app(svc)
+    svc.close()
+    print(sorted(m for m in sys.modules if m == "redis" or m.startswith(("lib.objects.", "boto3", "botocore"))))
+"""
 
 
-def test_the_object_store_client_is_imported_only_with_an_object_store(tmp_path: Path) -> None:
-    code = (
-        "import sys, os; sys.path.insert(0, sys.argv[1]);"
-        "from lib.config import load_config; from lib.pipeline.service import TTSService; import webui;"
-        "over = {'engine': 'tone', 'cache.dir': sys.argv[2], 'cache.objects_url': sys.argv[3] or None};"
-        "svc = TTSService(load_config(env={}, overrides=over));"
-        "app = webui.create_app(svc); svc.close();"
-        "print(sorted(m for m in sys.modules if m.startswith(('lib.objects.', 'boto3', 'botocore'))))"
-    )
+@pytest.fixture(scope="module")
+def optional_clients(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The modules of optional clients loaded by one fresh process that built the app and
+    its service first with neither a shared tier nor an object store, then with an object
+    store (one process for both: each costs an import of gradio)."""
+    tmp = tmp_path_factory.mktemp("clients")
     env = {"PATH": "/usr/bin:/bin", "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
-    found = {}
-    for label, url in (("without", ""), ("with", "http://127.0.0.1:9/tts-cache/p")):  # port 9: nothing answers
-        out = subprocess.run(
-            [sys.executable, "-c", code, str(REPO), str(tmp_path / label), url],
-            capture_output=True, text=True, timeout=120, check=True, cwd=tmp_path, env=env,
-        )  # fmt: skip
-        found[label] = out.stdout.strip().splitlines()[-1]
-    assert found["without"] == "[]"
-    assert "'lib.objects.client'" in found["with"] and "botocore" not in found["with"]  # the check can fail
+    url = "http://127.0.0.1:9/tts-cache/p"  # port 9: nothing answers
+    out = subprocess.run(
+        [sys.executable, "-c", _OPTIONAL_CLIENTS, str(REPO), str(tmp / "c"), url],
+        capture_output=True, text=True, timeout=120, check=True, cwd=tmp, env=env,
+    )  # fmt: skip
+    without, with_objects = out.stdout.strip().splitlines()[-2:]
+    return {"without": without, "with": with_objects}
+
+
+def test_redis_is_imported_only_with_a_shared_tier(optional_clients: dict[str, str]) -> None:
+    assert "'redis'" not in optional_clients["without"]
+
+
+def test_the_object_store_client_is_imported_only_with_an_object_store(optional_clients: dict[str, str]) -> None:
+    assert optional_clients["without"] == "[]"
+    found = optional_clients["with"]
+    assert "'lib.objects.client'" in found and "botocore" not in found  # the check can fail
