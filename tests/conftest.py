@@ -86,6 +86,33 @@ def wait_until(condition: Any, limit: float = 20.0, every: float = 0.05) -> bool
     return bool(condition())
 
 
+@pytest.fixture(scope="module")
+def espeak_engine() -> Iterator[Any]:
+    """The built-in engine on its espeak-ng base, one per test module (its fast base: the
+    Kokoro tests build their own)."""
+    from lib.config import BuiltinConfig
+    from lib.engines.builtin import BuiltinEngine
+
+    engine = BuiltinEngine(BuiltinConfig(base="espeak"))
+    yield engine
+    engine.close()
+
+
+def hold_write_lock(db: Path, seconds: float, holding: threading.Event) -> None:
+    """Another writer holds the SQLite database ``db``'s write lock for ``seconds``
+    (``holding`` is set once it has it): what a busy store looks like to the service."""
+    import sqlite3
+
+    conn = sqlite3.connect(str(db), timeout=30, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        holding.set()
+        time.sleep(seconds)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
 @pytest.fixture
 def make_service(tmp_path: Path) -> Iterator[Any]:
     """The one factory of a test's services: ``make_service(admin_token=..., engine=...,

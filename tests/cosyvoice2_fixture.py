@@ -44,9 +44,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cosyvoice_fixture import export_onnx, prompt_pcm, speaker_model
+
 _LOGGER = logging.getLogger(__name__)
 
-__all__ = ["FAMILIES", "PRESET_SPEAKER", "SPEECH_TOKENS", "build"]
+__all__ = ["FAMILIES", "PRESET_SPEAKER", "SPEECH_TOKENS", "build", "prompt_pcm"]
 
 #: The one speaker of spk2info.pt.
 PRESET_SPEAKER = "preset-qwen"
@@ -356,44 +358,6 @@ def _tokenizer_model() -> Any:
     return Tokenizer()
 
 
-def _export_onnx(module: Any, args: tuple[Any, ...], path: Path, names: list[str], outputs: list[str],
-                 axes: dict[str, dict[int, str]]) -> None:  # fmt: skip
-    import torch
-
-    module.eval()
-    torch.onnx.export(module, args, str(path), input_names=names, output_names=outputs, dynamic_axes=axes,
-                      opset_version=17, dynamo=False)  # fmt: skip
-
-
-def _speaker_model() -> Any:
-    """Stand-in for campplus.onnx: (1, T, 80) fbank -> (1, 192) embedding."""
-    import torch
-
-    class Speaker(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.proj = torch.nn.Linear(80, 192)
-
-        def forward(self, feats: torch.Tensor) -> torch.Tensor:
-            return torch.tanh(self.proj(feats.mean(dim=1)))
-
-    return Speaker()
-
-
-def prompt_pcm(seconds: float = 3.0, seed: int = 0) -> Any:
-    """Deterministic voiced-sounding int16 PCM at 16 kHz (harmonics, vibrato, syllables)."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(16_000 * seconds)) / 16_000
-    f0 = 140 + 20 * np.sin(2 * np.pi * 0.7 * t) + 10 * seed
-    phase = 2 * np.pi * np.cumsum(f0) / 16_000
-    voiced = sum(np.sin(k * phase) / k for k in range(1, 8))
-    envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 3.1 * t) ** 2
-    audio = 0.25 * voiced * envelope + 0.01 * rng.standard_normal(t.size)
-    return (np.clip(audio, -1, 1) * 32767).astype(np.int16)
-
-
 def build(out_dir: str | Path, *, family: str = "v2", seed: int = 4321, name: str | None = None) -> Path:
     """Write the tiny model of ``family`` to ``out_dir/<name>`` and return that directory.
 
@@ -447,9 +411,9 @@ def build(out_dir: str | Path, *, family: str = "v2", seed: int = 4321, name: st
         torch.save(state, target / f"{part}.pt")
     del configs
 
-    _export_onnx(_speaker_model(), (torch.randn(1, 50, 80),), target / "campplus.onnx", ["input"], ["output"],
+    export_onnx(speaker_model(), (torch.randn(1, 50, 80),), target / "campplus.onnx", ["input"], ["output"],
                  {"input": {1: "frames"}})  # fmt: skip
-    _export_onnx(_tokenizer_model(), (torch.randn(1, 128, 100), torch.tensor([100], dtype=torch.int32)),
+    export_onnx(_tokenizer_model(), (torch.randn(1, 128, 100), torch.tensor([100], dtype=torch.int32)),
                  target / f"speech_tokenizer_{'v3' if v3 else 'v2'}.onnx", ["feats", "feats_length"], ["indices"],
                  {"feats": {2: "frames"}, "indices": {1: "tokens"}})  # fmt: skip
     _write_speaker(target, v3)

@@ -36,7 +36,7 @@ from typing import Any
 
 _LOGGER = logging.getLogger(__name__)
 
-__all__ = ["PRESET_SPEAKERS", "SPEECH_TOKEN_SIZE", "build"]
+__all__ = ["PRESET_SPEAKERS", "SPEECH_TOKEN_SIZE", "build", "export_onnx", "prompt_pcm", "speaker_model"]
 
 #: Speakers written to spk2info.pt (preset voices of the fixture).
 PRESET_SPEAKERS = ("preset-a", "preset-b")
@@ -199,7 +199,7 @@ def _text_token_count() -> int:
     return int(tokenizer.encoding.n_vocab)
 
 
-def _export_onnx(
+def export_onnx(
     module: Any,
     args: tuple[Any, ...],
     path: Path,
@@ -223,7 +223,7 @@ def _export_onnx(
     )
 
 
-def _speaker_model() -> Any:
+def speaker_model() -> Any:
     """Stand-in for campplus.onnx: (1, T, 80) fbank -> (1, 192) embedding."""
     import torch
 
@@ -236,6 +236,20 @@ def _speaker_model() -> Any:
             return torch.tanh(self.proj(feats.mean(dim=1)))
 
     return Speaker()
+
+
+def prompt_pcm(seconds: float = 3.0, seed: int = 0) -> Any:
+    """Deterministic voiced-sounding int16 PCM at 16 kHz (harmonics, vibrato, syllables)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(16_000 * seconds)) / 16_000
+    f0 = 140 + 20 * np.sin(2 * np.pi * 0.7 * t) + 10 * seed
+    phase = 2 * np.pi * np.cumsum(f0) / 16_000
+    voiced = sum(np.sin(k * phase) / k for k in range(1, 8))
+    envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 3.1 * t) ** 2
+    audio = 0.25 * voiced * envelope + 0.01 * rng.standard_normal(t.size)
+    return (np.clip(audio, -1, 1) * 32767).astype(np.int16)
 
 
 def _tokenizer_model() -> Any:
@@ -282,15 +296,15 @@ def build(out_dir: str | Path, *, instruct: bool = False, seed: int = 1234, name
                 param.copy_(torch.randn_like(param) * 0.1)
         torch.save(module.state_dict(), target / f"{part}.pt")
 
-    _export_onnx(
-        _speaker_model(),
+    export_onnx(
+        speaker_model(),
         (torch.randn(1, 50, 80),),
         target / "campplus.onnx",
         ["input"],
         ["output"],
         {"input": {1: "frames"}},
     )
-    _export_onnx(
+    export_onnx(
         _tokenizer_model(),
         (torch.randn(1, 128, 100), torch.tensor([100], dtype=torch.int32)),
         target / "speech_tokenizer_v1.onnx",

@@ -13,7 +13,6 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from conftest import in_process
 
 from lib.api import create_app
 from lib.config import load_config
@@ -66,9 +65,9 @@ def read_only_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveS
 
 
 @pytest.fixture
-def client(service: TTSService) -> Iterator[httpx.Client]:
-    with in_process(create_app(service)) as c:
-        yield c
+def client(http: httpx.Client) -> httpx.Client:
+    """The module's service in process (conftest's ``http``)."""
+    return http
 
 
 def tts(client: httpx.Client, text: str = "hello there", **fields: Any) -> httpx.Response:

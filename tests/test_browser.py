@@ -86,8 +86,9 @@ def _port() -> int:
         return port
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Path:
+def chromium_path() -> Path:
+    """The system's Chromium; a test that needs it is skipped where it is missing, and
+    fails in CI (``CI`` set), where .ci/run installs it."""
     if not CHROMIUM.is_file():
         if os.environ.get("CI"):
             pytest.fail(f"{CHROMIUM} is missing; .ci/run installs it with apt-get install chromium")
@@ -96,12 +97,17 @@ def chromium() -> Path:
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, TTSService]]:
-    """The real app on the builtin engine (shared by the tests of this module)."""
+def chromium() -> Path:
+    return chromium_path()
+
+
+def espeak_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, TTSService]]:
+    """The real app on the builtin engine's espeak base with a fresh cache and lexicon: its
+    URL and service."""
     cache = tmp_path_factory.mktemp("cache")
     overrides = {
         "cache.dir": str(cache), "engine": "builtin", "builtin.base": "espeak",
-        "readings.lexicon": str(cache.parent / "lexicon.json"),  # the lexicon test edits it
+        "readings.lexicon": str(cache.parent / "lexicon.json"),  # a lexicon test edits it
     }  # fmt: skip
     service = TTSService(load_config(env={}, overrides=overrides))
     try:
@@ -109,6 +115,12 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, TTSServ
             yield url, service
     finally:
         service.close()
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, TTSService]]:
+    """The real app on the builtin engine (shared by the tests of this module)."""
+    yield from espeak_ui(tmp_path_factory)
 
 
 def tone_ui(
@@ -135,16 +147,21 @@ def slow_url(slow_app: tuple[str, ToneEngine]) -> str:
     return slow_app[0]
 
 
-@pytest.fixture(scope="module")
-def browser(chromium: Path) -> Iterator[Browser]:
+def launched(chromium: Path, *extra: str) -> Iterator[Browser]:
+    """Headless Chromium (:data:`ARGS` and ``extra``), closed after use."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(chromium), args=ARGS)
+        browser = p.chromium.launch(executable_path=str(chromium), args=[*ARGS, *extra])
         try:
             yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: Path) -> Iterator[Browser]:
+    yield from launched(chromium)
 
 
 @pytest.fixture(params=list(VIEWPORTS))
@@ -152,14 +169,16 @@ def viewport(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture
-def open_page(browser: Browser, viewport: str) -> Iterator[Callable[[str], Page]]:
-    """Opens the app at ``url`` in a fresh browser context of the test's viewport."""
+def opening(browser: Browser, viewport: str, init_script: str | None = None) -> Iterator[Callable[[str], Page]]:
+    """Opens the app at ``url`` in a fresh browser context of ``viewport`` (with
+    ``init_script`` run before the page's own), ready; the contexts closed after use."""
     contexts = []
 
     def open_(url: str) -> Page:
         context = browser.new_context(viewport=VIEWPORTS[viewport], locale="en-US")  # lang must not follow it
         contexts.append(context)
+        if init_script is not None:
+            context.add_init_script(init_script)
         page = context.new_page()
         page.goto(url)
         page.locator("#generate").wait_for(timeout=60_000)
@@ -171,6 +190,12 @@ def open_page(browser: Browser, viewport: str) -> Iterator[Callable[[str], Page]
     yield open_
     for context in contexts:
         context.close()
+
+
+@pytest.fixture
+def open_page(browser: Browser, viewport: str) -> Iterator[Callable[[str], Page]]:
+    """Opens the app at ``url`` in a fresh browser context of the test's viewport."""
+    yield from opening(browser, viewport)
 
 
 @pytest.fixture

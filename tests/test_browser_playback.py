@@ -23,11 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from conftest import serving
-from test_browser import ARGS, CHROMIUM, VIEWPORTS, _port, tone_ui
+from test_browser import VIEWPORTS, chromium_path, espeak_ui, launched, opening, tone_ui
 
-import webui
-from lib.config import load_config
 from lib.engines.tone import ToneEngine
 from lib.pipeline.service import TTSService
 
@@ -96,9 +93,7 @@ class Heard:
 
 @pytest.fixture(scope="module")
 def chromium() -> Path:
-    if not CHROMIUM.is_file():
-        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium); CI runs this test")
-    return CHROMIUM
+    return chromium_path()
 
 
 @pytest.fixture(scope="module")
@@ -106,14 +101,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, TTSServ
     """The real app on the builtin engine's espeak base (what plays is the subject here, not
     the voice; the paragraph is 47 s in espeak's voice, and its miss takes seconds, not the
     Kokoro base's minute on two cores)."""
-    cache = tmp_path_factory.mktemp("cache")
-    overrides = {"cache.dir": str(cache), "engine": "builtin", "builtin.base": "espeak"}
-    service = TTSService(load_config(env={}, overrides=overrides))
-    try:
-        with serving(webui.create_app(service), _port()) as url:
-            yield url, service
-    finally:
-        service.close()
+    yield from espeak_ui(tmp_path_factory)
 
 
 @pytest.fixture(params=list(VIEWPORTS))
@@ -124,37 +112,13 @@ def viewport(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="module")
 def browser(chromium: Path) -> Iterator[Browser]:
     """Chromium as in test_browser, with autoplay allowed (as the press would allow it)."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        launched = p.chromium.launch(
-            executable_path=str(chromium), args=[*ARGS, "--autoplay-policy=no-user-gesture-required"]
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
+    yield from launched(chromium, "--autoplay-policy=no-user-gesture-required")
 
 
 @pytest.fixture
 def listening(browser: Browser, viewport: str) -> Iterator[Callable[[str], Page]]:
     """Opens the app at ``url`` at the test's viewport, with the sampler installed."""
-    contexts = []
-
-    def open_(url: str) -> Page:
-        context = browser.new_context(viewport=VIEWPORTS[viewport], locale="en-US")
-        contexts.append(context)
-        context.add_init_script(_SAMPLER)
-        page = context.new_page()
-        page.goto(url)
-        page.locator("#generate").wait_for(timeout=60_000)
-        page.wait_for_function("document.documentElement.lang === 'zh-CN'", timeout=30_000)
-        page.wait_for_timeout(500)
-        return page
-
-    yield open_
-    for context in contexts:
-        context.close()
+    yield from opening(browser, viewport, _SAMPLER)
 
 
 def _samples(page: Page) -> tuple[list[float], list[tuple[float, list[list[Any]]]]]:

@@ -7,14 +7,12 @@ prompt than to another one), and the stored pool must decode exactly and reject 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.spatial import cKDTree
 
-from lib.config import BuiltinConfig
 from lib.engines.base import VoiceProfile
 from lib.engines.builtin import BuiltinEngine, _world
 from lib.engines.builtin.espeak import EspeakParams
@@ -27,10 +25,8 @@ ENGLISH = "Please take a number and wait for your turn."
 
 
 @pytest.fixture(scope="module")
-def engine() -> Iterator[BuiltinEngine]:
-    eng = BuiltinEngine(BuiltinConfig(base="espeak"))
-    yield eng
-    eng.close()
+def engine(espeak_engine: BuiltinEngine) -> BuiltinEngine:
+    return espeak_engine
 
 
 @pytest.fixture(scope="module")

@@ -10,13 +10,11 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from lib.config import BuiltinConfig
 from lib.engines.base import PROMPT_SAMPLE_RATE, VoiceConverter, VoiceProfile
 from lib.engines.builtin import BuiltinEngine
 from lib.errors import PromptAudioError, ValidationError
@@ -26,10 +24,8 @@ SOURCE_SECONDS = 4
 
 
 @pytest.fixture(scope="module")
-def engine() -> Iterator[BuiltinEngine]:
-    eng = BuiltinEngine(BuiltinConfig(base="espeak"))
-    yield eng
-    eng.close()
+def engine(espeak_engine: BuiltinEngine) -> BuiltinEngine:
+    return espeak_engine
 
 
 @pytest.fixture(scope="module")

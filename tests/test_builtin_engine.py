@@ -12,7 +12,6 @@ import hashlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from math import gcd
 from pathlib import Path
 
@@ -72,10 +71,8 @@ def voices_dir() -> Path:
 
 
 @pytest.fixture(scope="module")
-def engine() -> Iterator[BuiltinEngine]:
-    eng = BuiltinEngine(BuiltinConfig(base="espeak"))
-    yield eng
-    eng.close()
+def engine(espeak_engine: BuiltinEngine) -> BuiltinEngine:
+    return espeak_engine
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from cosyvoice_fixture import prompt_pcm
 
 from lib.config import CosyVoiceConfig, load_config
 from lib.engines.base import VoiceProfile
@@ -89,18 +90,6 @@ def no_network() -> Iterator[list[Any]]:
     finally:
         socket.socket.connect = real_connect  # type: ignore[method-assign]
         socket.socket.connect_ex = real_connect_ex  # type: ignore[method-assign]
-
-
-def speech_like(seconds: float = 3.0, seed: int = 0) -> np.ndarray:
-    """Deterministic voiced-sounding int16 PCM at 16 kHz (harmonics, vibrato, syllables)."""
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(16_000 * seconds)) / 16_000
-    f0 = 140 + 20 * np.sin(2 * np.pi * 0.7 * t) + 10 * seed
-    phase = 2 * np.pi * np.cumsum(f0) / 16_000
-    voiced = sum(np.sin(k * phase) / k for k in range(1, 8))
-    envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 3.1 * t) ** 2
-    audio = 0.25 * voiced * envelope + 0.01 * rng.standard_normal(t.size)
-    return (np.clip(audio, -1, 1) * 32767).astype(np.int16)
 
 
 # --- the model directory (no torch needed) ------------------------------------------------
@@ -252,7 +241,7 @@ def instruct_engine(instruct_model: Path, tmp_path_factory: pytest.TempPathFacto
 
 @pytest.fixture(scope="session")
 def voice(engine: Any) -> VoiceProfile:
-    profile: VoiceProfile = engine.extract_voice(speech_like(), "a short prompt transcript")
+    profile: VoiceProfile = engine.extract_voice(prompt_pcm(), "a short prompt transcript")
     return profile
 
 
@@ -312,7 +301,7 @@ def test_instruct_mode_speaks_a_preset_with_the_instruction(instruct_engine: Any
         assert tokens[: len(expected)] == expected and len(tokens) > len(expected)  # + the end-of-prompt marker
     assert not np.array_equal(calm, say(instruct_engine, instruct_engine.preset_voice("preset-a"), "instruct",
                                         style="slow and calm"))  # fmt: skip
-    prompt_voice = instruct_engine.extract_voice(speech_like(), "")
+    prompt_voice = instruct_engine.extract_voice(prompt_pcm(), "")
     with pytest.raises(ValidationError, match="preset voice"):
         instruct_engine.synthesise("hi there", prompt_voice, style="calm", seed=1, speed=1.0, mode="instruct")
     with pytest.raises(ValidationError, match="does not support instruct"):
@@ -333,7 +322,7 @@ def test_prompt_frontend_runs_once_per_voice(tiny_model: Path, tmp_path: Path) -
             return _real(*args, **kwargs)
 
         setattr(frontend, attr, counted)
-    profile = eng.extract_voice(speech_like(seed=3), "the prompt words")
+    profile = eng.extract_voice(prompt_pcm(seed=3), "the prompt words")
     assert calls == {"tokens": 1, "embedding": 1, "feat": 1}
     texts = ["One sentence.", "Another, longer sentence here.", "A third one!", "Four."]
     for i, text in enumerate(texts):
@@ -356,9 +345,9 @@ def test_profile_survives_serialisation_and_eviction(engine: Any, voice: VoicePr
 def test_speaker_table_stays_within_its_byte_budget(tiny_model: Path, tmp_path: Path) -> None:
     eng = make_engine(tiny_model, tmp_path, prompt_cache_bytes=1)
     table = eng.cosyvoice.frontend.spk2info
-    first = eng.extract_voice(speech_like(seed=1), "first voice")
+    first = eng.extract_voice(prompt_pcm(seed=1), "first voice")
     reference = say(eng, first, "zero_shot")
-    second = eng.extract_voice(speech_like(seed=2), "second voice")
+    second = eng.extract_voice(prompt_pcm(seed=2), "second voice")
     prompt_ids = [spk for spk in table if spk.startswith("_tts_prompt_")]
     assert prompt_ids == ["_tts_prompt_" + second.params["feature_id"]]  # the first was evicted
     assert {"preset-a", "preset-b"} <= set(table)  # preset speakers are never evicted
@@ -374,7 +363,7 @@ def test_model_directory_is_never_written(engine: Any, voice: VoiceProfile, tiny
 
     before = snapshot()
     say(engine, voice, "cross_lingual")
-    engine.extract_voice(speech_like(seed=5), "another")
+    engine.extract_voice(prompt_pcm(seed=5), "another")
     assert snapshot() == before  # in particular spk2info.pt: upstream's save_spkinfo would overwrite it
 
 
@@ -433,13 +422,13 @@ def test_bad_inputs_are_refused_clearly(engine: Any, voice: VoiceProfile) -> Non
     with pytest.raises(PromptAudioError, match="silent"):
         engine.extract_voice(np.zeros(16_000 * 2, dtype=np.int16), "")
     with pytest.raises(PromptAudioError, match="at least"):
-        engine.extract_voice(speech_like(0.2), "")
+        engine.extract_voice(prompt_pcm(0.2), "")
     with pytest.raises(PromptAudioError, match="at most 30"):
-        engine.extract_voice(speech_like(31), "")
+        engine.extract_voice(prompt_pcm(31), "")
     stale = VoiceProfile("cosyvoice", "300m-000000000000", "prompt", dict(voice.params), voice.blob)
     with pytest.raises(EngineError, match="extract the voice again"):
         engine.synthesise("hi", stale, style="", seed=0, speed=1.0, mode="zero_shot")
-    no_text = engine.extract_voice(speech_like(seed=9), "")
+    no_text = engine.extract_voice(prompt_pcm(seed=9), "")
     with pytest.raises(ValidationError, match="transcript"):
         engine.synthesise("hi", no_text, style="", seed=0, speed=1.0, mode="zero_shot")
 
@@ -494,7 +483,7 @@ def test_miss_then_hit_with_identical_audio(engine: Any, tmp_path: Path, mode: s
     svc = _service(engine, tmp_path)
     fields: dict[str, Any] = {"mode": mode, "seed": 11, **extra}
     if "voice" not in extra:
-        fields["prompt_audio"] = (16_000, speech_like(seed=4))
+        fields["prompt_audio"] = (16_000, prompt_pcm(seed=4))
     calls = engine_calls = svc.dashboard.snapshot(caller=LOCAL)["engine_calls"]
     first = synthesise_with_cache("Cache me if you can.", service=svc, **fields)
     second = synthesise_with_cache("Cache me if you can.", service=svc, **fields)
@@ -525,7 +514,7 @@ def test_many_requests_in_one_voice_run_the_frontend_once(tiny_model: Path, tmp_
 
     eng = make_engine(tiny_model, tmp_path)
     svc = _service(eng, tmp_path)
-    prompt = (16_000, speech_like(seed=6))
+    prompt = (16_000, prompt_pcm(seed=6))
     texts = [f"Sentence number {n} in the same voice." for n in range(4)]
     results = [
         synthesise_with_cache(t, service=svc, prompt_audio=prompt, prompt_text="the words", seed=1) for t in texts
@@ -584,7 +573,7 @@ import json, sys, warnings
 import numpy as np
 warnings.simplefilter("ignore")
 sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
-from test_cosyvoice_engine import speech_like
+from cosyvoice_fixture import prompt_pcm
 from lib.config import load_config
 from lib.pipeline.service import TTSService, synthesise_with_cache
 config = load_config(overrides={{"cache.dir": {cache!r}, "engine": "cosyvoice", "voices.prewarm": False,
@@ -595,7 +584,7 @@ out = {{}}
 for mode, extra in {cases!r}:
     fields = dict(mode=mode, seed=5, **extra)
     if "voice" not in extra:
-        fields["prompt_audio"] = (16000, speech_like(seed=4))
+        fields["prompt_audio"] = (16000, prompt_pcm(seed=4))
     result = synthesise_with_cache("Two processes, one answer.", service=svc, **fields)
     np.save({outdir!r} + "/" + mode + ".npy", result.audio.pcm)
     out[mode] = result.key
@@ -625,7 +614,7 @@ def test_same_request_gives_identical_audio_in_two_processes(engine: Any, tiny_m
     for mode, extra in _CASES:
         fields: dict[str, Any] = {"mode": mode, "seed": 5, **extra}
         if "voice" not in extra:
-            fields["prompt_audio"] = (16_000, speech_like(seed=4))
+            fields["prompt_audio"] = (16_000, prompt_pcm(seed=4))
         mine = synthesise_with_cache("Two processes, one answer.", service=svc, **fields)
         assert mine.cache == "MISS" and mine.key == child_keys[mode]
         assert np.array_equal(mine.audio.pcm, np.load(tmp_path / f"{mode}.npy")), mode
@@ -668,13 +657,13 @@ def test_code_from_a_checkout_is_used_and_gives_the_same_audio(engine: Any, tiny
     repo = tmp_path / "CosyVoice"
     shutil.copytree(Path(cosyvoice.__file__).parent, repo / "cosyvoice")
     shutil.copytree(Path(matcha.__file__).parent, repo / "third_party" / "Matcha-TTS" / "matcha")
-    np.save(tmp_path / "prompt.npy", speech_like(seed=4))
+    np.save(tmp_path / "prompt.npy", prompt_pcm(seed=4))
     script = _CHECKOUT_CHILD.format(root=str(ROOT), model=str(tiny_model), repo=str(repo), fp=str(tmp_path / "fp.json"),
                                     prompt=str(tmp_path / "prompt.npy"), out=str(tmp_path / "audio.npy"))  # fmt: skip
     child = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=240,
                            env={**os.environ, "PYTHONWARNINGS": "ignore"})  # fmt: skip
     assert child.returncode == 0, child.stderr[-3000:]
-    voice = engine.extract_voice(speech_like(seed=4), "words")
+    voice = engine.extract_voice(prompt_pcm(seed=4), "words")
     mine = engine.synthesise("From a checkout.", voice, style="", seed=2, speed=1.0, mode="zero_shot").audio
     assert np.array_equal(mine, np.load(tmp_path / "audio.npy"))
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ import httpx
 from lib.engines.tone import ToneEngine
 from lib.pipeline.service import TTSService
 from lib.request.types import TTSRequest
+from tests.conftest import hold_write_lock
 from tests.server_process import ServerProcess
 from tests.test_cache import make_config, speak
 
@@ -93,19 +93,6 @@ def _engine_calls(url: str) -> float:
     return float(found.group(1)) if found else 0.0
 
 
-def _hold_the_lock_store(db: Path, seconds: float, holding: threading.Event) -> None:
-    """Another writer keeps the lock database's write lock for ``seconds``: every lease
-    operation meanwhile finds it busy (longer than its 1 s busy time-out)."""
-    conn = sqlite3.connect(str(db), timeout=30, isolation_level=None)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        holding.set()
-        time.sleep(seconds)
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
-
-
 def test_64_streamed_misses_across_two_processes_under_lock_contention_run_the_engine_once_per_key(
     tmp_path: Path,
 ) -> None:
@@ -118,7 +105,8 @@ def test_64_streamed_misses_across_two_processes_under_lock_contention_run_the_e
         ServerProcess(cache, tmp_path / "b.log", **settings) as b,
     ):
         holding = threading.Event()
-        holder = threading.Thread(target=_hold_the_lock_store, args=(cache / "locks" / "cache.db", 2.5, holding))
+        # 2.5 s: longer than a lease operation's 1 s busy time-out (each finds it busy).
+        holder = threading.Thread(target=hold_write_lock, args=(cache / "locks" / "cache.db", 2.5, holding))
         holder.start()
         assert holding.wait(30)
         jobs = [(server.url, text) for text in texts for server in (a, b, a, b)]  # 64: each text 4 times, 2 per process

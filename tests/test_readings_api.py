@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import REPO, in_process, tone_service
+from conftest import REPO, tone_service
 
 from lib.api import create_app
 from lib.pipeline.service import TTSService
@@ -41,9 +41,9 @@ def service(tmp_path: Path) -> Iterator[TTSService]:
 
 
 @pytest.fixture
-def client(service: TTSService) -> Iterator[httpx.Client]:
-    with in_process(create_app(service)) as c:
-        yield c
+def client(http: httpx.Client) -> httpx.Client:
+    """The module's service in process (conftest's ``http``)."""
+    return http
 
 
 def scorer() -> ModuleType:

@@ -11,9 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
-import sqlite3
 import threading
-import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,7 +34,7 @@ from lib.pipeline.streaming import Segment, open_wav_header
 from lib.request.access import LOCAL
 from lib.request.types import TTSRequest
 from tests.api_server import LiveServer
-from tests.conftest import wait_until
+from tests.conftest import hold_write_lock, wait_until
 from tests.server_process import ServerProcess
 
 PARAGRAPH = "第一句话说的是天气。第二句话说的是交通。第三句话说的是时间。第四句话说的是地点。"
@@ -428,19 +426,6 @@ def test_a_sentence_another_request_waits_for_is_made_for_it(make_service: Any) 
 # -- a crash mid-stream -----------------------------------------------------------------
 
 
-def _hold_write_lock(db: Path, seconds: float, holding: threading.Event) -> None:
-    """Another writer holds the SQLite database's write lock for ``seconds`` (well under
-    the store's 60 s busy time-out: its writes wait, none fails)."""
-    conn = sqlite3.connect(str(db), timeout=30, isolation_level=None)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        holding.set()
-        time.sleep(seconds)
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
-
-
 @pytest.mark.slow  # a killed process
 def test_kill_9_mid_stream_loses_no_segment_the_client_has_heard(tmp_path: Path, testdata_dir: Path) -> None:
     """The real server (builtin engine, espeak base, a cloned voice: about 0.2 s per sentence) is
@@ -473,7 +458,8 @@ def test_kill_9_mid_stream_loses_no_segment_the_client_has_heard(tmp_path: Path,
     server = ServerProcess(cache, tmp_path / "server.log", **env).start()
     received = 0
     busy = threading.Event()
-    holder = threading.Thread(target=_hold_write_lock, args=(cache / "audio" / "cache.db", 3.0, busy), daemon=True)
+    # 3 s: well under the store's 60 s busy time-out (its writes wait, none fails).
+    holder = threading.Thread(target=hold_write_lock, args=(cache / "audio" / "cache.db", 3.0, busy), daemon=True)
     holder.start()
     assert busy.wait(30)
     try:
