@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from server_process import end_process
 
 __all__ = ["RedisServer", "free_port", "redis_server", "require_redis_server"]
 
@@ -91,17 +92,7 @@ class RedisServer:
     def stop(self, kill: bool = False) -> None:
         """Stop the server; ``kill`` sends SIGKILL (a crash), otherwise SIGTERM."""
         process, self.process = self.process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            process.kill() if kill else process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if process.stderr is not None:
-            process.stderr.close()
+        end_process(process, kill=kill)
 
     def restart(self) -> RedisServer:
         self.stop()

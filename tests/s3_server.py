@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from server_process import end_process
 
 __all__ = ["S3Server", "s3_server"]
 
@@ -126,17 +127,7 @@ class S3Server:
 
     def stop(self, kill: bool = False) -> None:
         process, self.process = self.process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            process.kill() if kill else process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
+        end_process(process, kill=kill)
 
     def restart(self) -> S3Server:
         self.stop()

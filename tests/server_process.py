@@ -35,6 +35,23 @@ def _free_port() -> int:
 #: anonymous limits (``tenants.anonymous_*``, lib.tenants) are off for the services tests
 #: build, as environment variables (an override of None changes nothing). The tests of the
 #: limits (tests/test_tenants.py) set them.
+def end_process(process: subprocess.Popen[Any] | None, *, kill: bool = False) -> None:
+    """Stop a helper server's ``process``: SIGKILL (a crash) with ``kill``, else SIGTERM and
+    SIGKILL after 10 s; its output pipes closed."""
+    if process is None:
+        return
+    if process.poll() is None:
+        process.kill() if kill else process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
 NO_ANONYMOUS_LIMITS = {
     "TTS_TENANTS_ANONYMOUS_SYNTH_CHARS_PER_HOUR": "null", "TTS_TENANTS_ANONYMOUS_REQUESTS_PER_MINUTE": "null",
     "TTS_TENANTS_ANONYMOUS_CONCURRENT_MISSES": "null",

@@ -101,6 +101,15 @@ def chromium() -> Path:
     return chromium_path()
 
 
+def web_ui(service: TTSService) -> Iterator[str]:
+    """``service`` behind the real web UI on a free port: its URL; the service closed after."""
+    try:
+        with serving(webui.create_app(service), _port()) as url:
+            yield url
+    finally:
+        service.close()
+
+
 def espeak_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, TTSService]]:
     """The real app on the builtin engine's espeak base with a fresh cache and lexicon: its
     URL and service."""
@@ -110,11 +119,8 @@ def espeak_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, T
         "readings.lexicon": str(cache.parent / "lexicon.json"),  # a lexicon test edits it
     }  # fmt: skip
     service = TTSService(load_config(env={}, overrides=overrides))
-    try:
-        with serving(webui.create_app(service), _port()) as url:
-            yield url, service
-    finally:
-        service.close()
+    for url in web_ui(service):
+        yield url, service
 
 
 @pytest.fixture(scope="module")
@@ -128,12 +134,8 @@ def tone_ui(
 ) -> Iterator[tuple[str, ToneEngine]]:
     """The web UI on ``engine`` (a tone engine of some pace) with a fresh cache: its URL and the engine."""
     config = load_config(env={}, overrides={"cache.dir": str(tmp_path_factory.mktemp(name)), "engine": "tone"})
-    service = TTSService(config, engine=engine)
-    try:
-        with serving(webui.create_app(service), _port()) as url:
-            yield url, engine
-    finally:
-        service.close()
+    for url in web_ui(TTSService(config, engine=engine)):
+        yield url, engine
 
 
 @pytest.fixture(scope="module")
