@@ -223,9 +223,12 @@ class Handlers(CacheHandlers):
                     if feed.total <= 1:
                         return
                     done = min(n, feed.total)
-                    self._made[session] = (done, feed.total)
-                    while len(self._made) > _REMEMBERED_COUNTS:  # pages closed before their end
-                        self._made.pop(next(iter(self._made)), None)
+                    with self._lock:
+                        self._made[session] = (done, feed.total)
+                        while len(self._made) > _REMEMBERED_COUNTS:  # pages closed before their end
+                            gone = next(iter(self._made))
+                            del self._made[gone]
+                            self._live.discard(gone)
                     if not feed.live:
                         progress((done, feed.total), desc=f"合成中 Synthesising: {done}/{feed.total} 句 sentences")
 
@@ -236,7 +239,8 @@ class Handlers(CacheHandlers):
                     yield wav_bytes(pcm, answer.sample_rate), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
                     if not live and feed.hold_sent:  # a fresh player (unmounted since the last request) starts at 0
                         live = True
-                        self._live.add(session)
+                        with self._lock:
+                            self._live.add(session)
                         badge = badge_html(answer.cache, live=True, making=True)
                         yield gr.update(visible=True), gr.skip(), badge, LIVE_NOTE, gr.skip(), gr.skip()
             result = answer.result()
@@ -248,7 +252,8 @@ class Handlers(CacheHandlers):
             self.fail("synth", request, explain(exc, paths=[prompt_audio]))
         finally:
             if not live:  # a live one's count is the end step's (live_count_end)
-                self._made.pop(session, None)
+                with self._lock:
+                    self._made.pop(session, None)
         if self.form_generation(request) != form:
             yield gr.skip(), *_DISCARDED
             return
@@ -267,9 +272,10 @@ class Handlers(CacheHandlers):
 
         def end(request: gr.Request) -> tuple[Any, Any]:
             session = getattr(request, "session_hash", None) or ""
-            made = self._made.pop(session, None)
-            live = session in self._live
-            self._live.discard(session)
+            with self._lock:
+                made = self._made.pop(session, None)
+                live = session in self._live
+                self._live.discard(session)
             line = live_count_html(*made) if succeeded and live and made is not None else ""
             return gr.Timer(active=False), line
 
