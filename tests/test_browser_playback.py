@@ -127,13 +127,15 @@ def _samples(page: Page) -> tuple[list[float], list[tuple[float, list[list[Any]]
 
 
 def counts_while_live(page: Page, at: float) -> list[str]:
-    """The sentence counts (``#live-count``) shown, in order, while the live player
-    played the press at ``at``."""
+    """The sentence counts (``#live-count``) shown, in order, while the live player of the
+    press at ``at`` was on the page (shown once it plays: from then on, what the operator
+    reads beside what is heard; sampled while it played, a loaded machine's slow player
+    start could leave only the last count)."""
     samples = page.evaluate("window.__samples")
     shown: list[str] = []
     for t, players, count in samples:
-        playing = any(kind == "live" and not paused and pos > 0 for _, kind, pos, paused, _, _ in players)
-        if t / 1000 >= at and playing and count and (not shown or shown[-1] != count):
+        live = any(kind == "live" for _, kind, *_ in players)
+        if t / 1000 >= at and live and count and (not shown or shown[-1] != count):
             shown.append(count)
     return shown
 
