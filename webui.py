@@ -173,12 +173,13 @@ def _synthesise_tab(h: Handlers, token: gr.Textbox) -> tuple[gr.Radio, gr.Dropdo
             message = gr.HTML(elem_id="result-message", js_on_load=None)
             badge = gr.HTML(elem_id="cache-badge", js_on_load=None)
             notice = gr.Markdown(visible=False, elem_id="style-notice", elem_classes="ui-notice")
-            # Shown only while a long miss plays as it is made (lib.ui.playback); hidden, it
-            # is not rendered, so each live result gets a new element that starts at 0.
-            # While it plays live, how many of its sentences are made: a line of its own that a
-            # timer fills (an output of the playing event re-rendered the page under the player).
+            # While a result plays live, how many of its sentences are made: a line of its own
+            # that a timer fills (an output of the playing event re-rendered the page under the
+            # player).
             count = gr.HTML(elem_id="live-count", js_on_load=None)
             ticker = gr.Timer(0.5, active=False)
+            # Shown only while a long miss plays as it is made (lib.ui.playback); hidden, it
+            # is not rendered, so each live result gets a new element that starts at 0.
             live = gr.Audio(
                 streaming=True, autoplay=True, label="实时播放 Live (边合成边播放 while it is made)",
                 interactive=False, elem_id="live-audio", visible=False,
@@ -238,15 +239,18 @@ def _synthesise_tab(h: Handlers, token: gr.Textbox) -> tuple[gr.Radio, gr.Dropdo
         run.success(None, js=PLAY_RESULT, api_visibility="private")
         run.success(h.history_view, inputs=history, outputs=players, api_visibility="private")
         run.failure(h.failure_view("synth"), outputs=message, api_visibility="private")
-        for ended in (run.success, run.failure):  # Gradio's .then() does not follow a failure
+        # Gradio's .then() does not follow a failure.
+        for ended, succeeded in ((run.success, True), (run.failure, False)):
             ended(h.idle(converts), outputs=button, queue=False, show_progress="hidden", api_visibility="private")
             if counted:
                 ended(
-                    h.live_count_end(ended == run.success), outputs=[ticker, count], queue=False,
+                    h.live_count_end(succeeded), outputs=[ticker, count], queue=False,
                     show_progress="hidden", api_visibility="private",
                 )  # fmt: skip
 
+    # The live count's tick, while a request that may play live runs (the press starts it).
     ticker.tick(h.live_count, outputs=count, queue=False, show_progress="hidden", api_visibility="private")
+
     # /synthesise answers the whole result (API clients); the button plays it live when it can.
     whole = gr.Button(visible=False) if live_ok else generate
     request_chain(whole.click, "synthesise", streamed=False)
