@@ -552,9 +552,12 @@ def test_admin_without_token_is_loopback_only(tmp_path: Path, engine: ToneEngine
         svc.close()
 
 
-def test_metrics(client: httpx.Client) -> None:
+def test_metrics(client: httpx.Client, service: TTSService) -> None:
     tts(client)
     tts(client)
+    # New entries reach the disk tier in the background (lib.cache.writer): the answer can
+    # come first (a full run read "tts_cache_entries 0" once).
+    service.cache.flush()
     text = client.get("/metrics").text
     assert 'tts_cache_requests_total{result="hit"} 1.0' in text
     assert 'tts_cache_requests_total{result="miss"} 1.0' in text
