@@ -267,8 +267,9 @@ class Handlers(CacheHandlers):
         return gr.skip() if made is None else live_count_html(*made)
 
     def live_count_end(self, succeeded: bool) -> Callable[[gr.Request], tuple[Any, Any]]:
-        """The last step of a request that may have played live: the timer stopped and the
-        count's line final (every sentence made), or empty after a failure."""
+        """The last step of a request that may have played live: the timer stopped and, if
+        it played live, the count's line final (every sentence made), or empty after a
+        failure; else the line untouched (no update of the page under a result playing)."""
 
         def end(request: gr.Request) -> tuple[Any, Any]:
             session = getattr(request, "session_hash", None) or ""
@@ -276,8 +277,9 @@ class Handlers(CacheHandlers):
                 made = self._made.pop(session, None)
                 live = session in self._live
                 self._live.discard(session)
-            line = live_count_html(*made) if succeeded and live and made is not None else ""
-            return gr.Timer(active=False), line
+            if not live:  # nothing was counted on the page: the line is left as the press left it
+                return gr.Timer(active=False), gr.skip()
+            return gr.Timer(active=False), live_count_html(*made) if succeeded and made is not None else ""
 
         return end
 
