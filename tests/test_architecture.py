@@ -240,6 +240,7 @@ def optional_clients(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]
     return {"without": without, "with": with_objects}
 
 
+@pytest.mark.slow
 def test_redis_is_imported_only_with_a_shared_tier(optional_clients: dict[str, str]) -> None:
     assert "'redis'" not in optional_clients["without"]
 

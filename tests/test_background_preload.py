@@ -84,7 +84,7 @@ def test_the_app_serves_while_the_preload_runs_and_a_phrase_asked_first_is_made_
 
 
 def test_failures_and_an_unreadable_list_are_reported_and_the_app_keeps_serving(
-    make_service: Any, tmp_path: Path
+    make_service: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from lib.api import create_app
 
@@ -102,6 +102,8 @@ def test_failures_and_an_unreadable_list_are_reported_and_the_app_keeps_serving(
     lines = failure_lines(report)  # what the Preload tab lists under its line
     assert len(lines) == 4 and lines[0].startswith("- 「first announcement」（tone-low） · `phrases[0]`: ")
     assert "语音引擎出错" in lines[0] and "the tone engine failed (RuntimeError); nothing was cached" in lines[0]
+    warning = capsys.readouterr().err  # what ./run.sh's terminal shows
+    assert "preload: warning: 4 phrases failed; the UI makes them when asked" in warning
 
     broken = tmp_path / "broken.json"
     broken.write_text("{not json", encoding="utf-8")
@@ -131,6 +133,7 @@ def test_stopping_the_app_ends_the_preload_after_the_phrase_in_progress(make_ser
     assert engine.texts[PHRASES[2]] == 0 and engine.texts[PHRASES[3]] == 0
 
 
+@pytest.mark.slow
 def test_webui_refuses_a_preload_list_that_does_not_exist(tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, "webui.py", "--preload", str(tmp_path / "missing.json"), "--engine", "tone",

@@ -237,6 +237,7 @@ print(hashlib.sha256(voice.to_bytes()).hexdigest())
 """
 
 
+@pytest.mark.slow
 def test_bit_identical_across_processes(engine: BuiltinEngine, voices_dir: Path) -> None:
     prompt = voices_dir / "zh_female_prompt.wav"
     code = _CHILD.format(repo=str(REPO), prompt=str(prompt))

@@ -477,6 +477,7 @@ print("calls", engine.calls, "misses", sum(1 for c, _, _ in out if c == "MISS"),
 """
 
 
+@pytest.mark.slow
 def test_4_processes_one_engine_call(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -173,6 +173,9 @@ def test_a_streamed_miss_is_heard_before_its_later_pieces_are_made_and_replays_t
     engine.warm()  # the load-time check speaks too: not held
     monkeypatch.setattr(render.KokoroBase, "pieces", held)
     svc = TTSService(config, engine)
+    # The same engine (its check at load is not run twice) behind a fresh cache: the request
+    # made there without streaming.
+    fresh = TTSService(config.replace({"cache.dir": str(tmp_path / "fresh")}), engine)
     try:
         request = TTSRequest(text=EN, voice="en-female")
         answer = svc.stream(request)
@@ -186,20 +189,13 @@ def test_a_streamed_miss_is_heard_before_its_later_pieces_are_made_and_replays_t
         again = svc.stream(request)
         assert again.cache == "HIT"
         assert np.array_equal(np.concatenate(list(again.chunks)), np.concatenate(chunks))
-    finally:
-        svc.close()
-    # Made without streaming (a fresh cache): the same samples (the result is finished piece
-    # by piece from the stored pieces: lib.compose.assemble.PieceFinisher).
-    fresh = load_config(env={}, overrides={
-        "engine": "builtin", "builtin.base": "kokoro", "cache.dir": str(tmp_path / "fresh"), "voices.prewarm": False,
-        "templates.file": None, "watchdog.probe_interval": 0, "readings.lexicon": str(tmp_path / "lexicon.json"),
-    })  # fmt: skip
-    svc = TTSService(fresh, _engine())
-    try:
-        made = svc.synthesise(request)
+        # Made without streaming: the same samples (the result is finished piece by piece
+        # from the stored pieces: lib.compose.assemble.PieceFinisher).
+        made = fresh.synthesise(request)
         assert made.cache == "MISS" and np.array_equal(made.audio.pcm, np.concatenate(chunks))
     finally:
         svc.close()
+        fresh.close()
 
 
 def test_a_trimmed_piece_starts_and_ends_at_zero_whatever_the_noise_floor() -> None:

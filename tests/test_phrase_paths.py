@@ -127,6 +127,7 @@ def test_the_shipped_list_still_loads_under_the_rules() -> None:
     assert len(requests) >= 20 and all(r.prompt_audio is None for r in requests)
 
 
+@pytest.mark.slow
 def test_preload_cache_applies_the_configured_rules(tmp_path: Path) -> None:
     recording(tmp_path / "prompts" / "desk.wav")
     path = listing(tmp_path / "list", "desk.wav", seeds=[0, 1, 2])

@@ -58,6 +58,7 @@ def tone_list(tmp_path: Path, count: int = 4) -> Path:
     return write(tmp_path / "hot.json", {"version": 1, "voices": voices, "phrases": phrases})
 
 
+@pytest.mark.slow
 def test_second_run_reports_everything_cached(tmp_path: Path) -> None:
     phrases = tone_list(tmp_path)
     code, out, _ = run_preload("--phrases", str(phrases), cache=tmp_path / "c")
@@ -66,6 +67,7 @@ def test_second_run_reports_everything_cached(tmp_path: Path) -> None:
     assert code == 0 and summary(out) == (8, 0, 8, 0)
 
 
+@pytest.mark.slow
 def test_dry_run_and_force(tmp_path: Path) -> None:
     phrases = tone_list(tmp_path, count=2)
     code, out, _ = run_preload("--phrases", str(phrases), "--dry-run", cache=tmp_path / "c")

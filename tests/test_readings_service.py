@@ -286,6 +286,7 @@ def test_the_readings_section_checks_its_keys(tmp_path: Path) -> None:
     assert load_config(env={}).readings.lexicon == "lexicon.json"  # beside hot_phrases.json
 
 
+@pytest.mark.slow
 def test_preload_cache_py_says_what_a_hand_edit_of_the_lexicon_made_it_render_again(tmp_path: Path) -> None:
     """The real script, twice, with the lexicon file edited in between (the service was
     stopped: the change is found at the start)."""

@@ -37,6 +37,7 @@ def unseeded(svc: TTSService) -> TTSRequest:
 
 
 @pytest.mark.parametrize("policy", ["cost-aware", "least-recently-used"])
+@pytest.mark.slow
 def test_the_approved_take_outlives_ten_times_the_capacity_evict_and_clear(tmp_path: Path, policy: str) -> None:
     svc = make(
         tmp_path / "cache",

@@ -209,6 +209,7 @@ def test_evict_chooses_a_model_version_present_in_the_cache(client: Client, serv
     assert 'data-cache="MISS"' in badge
 
 
+@pytest.mark.slow
 def test_export_top_phrases_is_a_valid_phrase_file(client: Client, tmp_path: Path, testdata_dir: Path) -> None:
     for _ in range(3):
         _synth(client, text="欢迎光临")
@@ -347,6 +348,7 @@ def test_hit_rate_over_a_chosen_window_counts_user_lookups_only() -> None:
     assert spec["encoding"]["y"]["scale"]["domain"] == [0, 100]
 
 
+@pytest.mark.slow
 def test_importing_webui_has_no_side_effects(tmp_path: Path) -> None:
     code = "import sys, threading; sys.path.insert(0, sys.argv[1]); import webui; print(threading.active_count())"
     out = subprocess.run(
@@ -407,6 +409,7 @@ def test_preloaded_template_answers_hit_of_its_pieces_and_composed_when_one_is_m
     assert 'data-cache="HIT"' in badge  # the piece made is cached: all pieces again
 
 
+@pytest.mark.slow
 def test_a_fast_result_plays_whole_and_a_long_slow_miss_plays_live(client: Client, service: TTSService) -> None:
     """The button's event (``/synthesise_live``): a miss that is whole within a second
     never opens the live player (its file plays); a long miss made slower than that,
@@ -438,6 +441,7 @@ def test_a_fast_result_plays_whole_and_a_long_slow_miss_plays_live(client: Clien
     assert whole.cache == "HIT" and _md5(final[1]) == hashlib.md5(whole.wav).hexdigest()
 
 
+@pytest.mark.slow
 def test_a_live_announcement_that_fails_part_way_says_so_and_offers_no_partial_result(
     client: Client, service: TTSService, monkeypatch: pytest.MonkeyPatch
 ) -> None:

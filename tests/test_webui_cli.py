@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import REPO
 
@@ -26,6 +27,7 @@ def run_webui(*args: str, env_extra: dict[str, str] | None = None) -> subprocess
     )
 
 
+@pytest.mark.slow
 def test_clear_cache_clears_reports_and_exits(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     svc = TTSService(load_config(env={}, overrides={"cache.dir": str(cache), "engine": "tone"}))
@@ -42,6 +44,7 @@ def test_clear_cache_clears_reports_and_exits(tmp_path: Path) -> None:
         svc.close()
 
 
+@pytest.mark.slow
 def test_bad_configuration_fails_at_start_naming_the_key(tmp_path: Path) -> None:
     bad = tmp_path / "config.yaml"
     bad.write_text("cache:\n  size_limt: 1GiB\n", encoding="utf-8")
@@ -78,6 +81,7 @@ def _flags(helptext: str) -> set[str]:
     return set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", helptext)) - {"--help"}
 
 
+@pytest.mark.slow
 def test_webui_and_preload_share_the_documented_flags() -> None:
     helptext = run_webui("--help").stdout
     assert _flags(helptext) == {"--config", "--host", "--port", "--cache-dir", "--engine", "--model-dir",

@@ -64,6 +64,7 @@ def _md5(path: str | Path) -> str:
     return hashlib.md5(Path(path).read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_a_recording_converted_into_a_saved_voice_misses_then_hits(
     client: Client, service: TTSService, testdata_dir: Path, tmp_path: Path
 ) -> None:
@@ -94,6 +95,7 @@ def test_a_recording_converted_into_a_saved_voice_misses_then_hits(
     assert float(np.abs(pcm.astype(np.float64)).mean()) > 100  # speech, not silence
 
 
+@pytest.mark.slow
 def test_a_preset_target_and_an_uploaded_target(client: Client, service: TTSService, testdata_dir: Path) -> None:
     """A preset from the list, then a recorded target (which wins over the list, as in
     the clone modes): two different keys, each the service's; mp3 is served too."""
