@@ -145,6 +145,14 @@ def test_short_items_by_duration_and_energy(service: TTSService, voice: str, tex
     assert not short_item_ok((pcm * 0.01).astype(np.int16), rate, count_syllables(text)).ok
 
 
+@pytest.fixture(scope="module")
+def fault_text_audio(service: TTSService) -> tuple[np.ndarray, int]:
+    """:data:`FAULT_TEXT` said by the unpatched engine (once for the fault tests: made at
+    their setup, before a test patches the model)."""
+    _, voice, text = FAULT_TEXT
+    return speak(service, text, voice)
+
+
 def _patched_run(monkeypatch: pytest.MonkeyPatch, damage: Any) -> None:
     """Every model call's output passed through ``damage`` (the graph itself runs as usual)."""
     original = KokoroModel.run
@@ -167,7 +175,9 @@ def _judged_or_refused(
     return "", judge.judge(pcm, rate, lang, text)
 
 
-def test_nan_in_the_models_output_is_caught(service: TTSService, judge: Judge, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nan_in_the_models_output_is_caught(
+    service: TTSService, judge: Judge, monkeypatch: pytest.MonkeyPatch, fault_text_audio: tuple[np.ndarray, int]
+) -> None:
     def nan_tail(out: np.ndarray) -> np.ndarray:
         out = out.copy()
         out[int(out.size * 0.7) :] = np.nan
@@ -181,14 +191,15 @@ def test_nan_in_the_models_output_is_caught(service: TTSService, judge: Judge, m
     else:
         assert s.error > ITEM_LIMIT, f"NaN in the model's output went unnoticed: {s}"
     # The judge alone fails such audio too: it does not transcribe non-finite samples.
-    monkeypatch.undo()
-    pcm, rate = speak(service, text, voice)
+    pcm, rate = fault_text_audio
     damaged = pcm.astype(np.float32) / 32768.0
     damaged[int(damaged.size * 0.7) :] = np.nan
     assert judge.judge(damaged, rate, lang, text).error == 1.0
 
 
-def test_a_reading_cut_short_is_caught(service: TTSService, judge: Judge, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_reading_cut_short_is_caught(
+    service: TTSService, judge: Judge, monkeypatch: pytest.MonkeyPatch, fault_text_audio: tuple[np.ndarray, int]
+) -> None:
     """Each model call keeps only its first 40 %: the engine's own checks let it through (it
     is still a plausible length), the judge must not."""
     lang, voice, text = FAULT_TEXT
@@ -200,8 +211,7 @@ def test_a_reading_cut_short_is_caught(service: TTSService, judge: Judge, monkey
     else:
         assert "invalid audio" in refused, refused
     # The same cut applied to good audio, the judge alone: it fails it.
-    monkeypatch.undo()
-    pcm, rate = speak(service, text, voice)
+    pcm, rate = fault_text_audio
     good = judge.judge(pcm, rate, lang, text)
     cut = judge.judge(pcm[: int(pcm.size * 0.4)], rate, lang, text)
     assert good.error <= ITEM_LIMIT, str(good)
