@@ -245,6 +245,7 @@ def test_redis_is_imported_only_with_a_shared_tier(optional_clients: dict[str, s
     assert "'redis'" not in optional_clients["without"]
 
 
+@pytest.mark.slow
 def test_the_object_store_client_is_imported_only_with_an_object_store(optional_clients: dict[str, str]) -> None:
     assert optional_clients["without"] == "[]"
     found = optional_clients["with"]

@@ -237,6 +237,7 @@ def test_a_job_continues_after_a_restart(make_service: Any, tmp_path: Path) -> N
     assert second_engine.texts == {"line two": 1, "line three": 1}  # line one was not made again
 
 
+@pytest.mark.slow
 def test_preload_cache_submits_a_list_to_a_server_and_follows_it(
     make_service: Any, tmp_path: Path, free_port: int
 ) -> None:

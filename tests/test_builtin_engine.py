@@ -216,6 +216,7 @@ def test_endofprompt_is_stripped(engine: BuiltinEngine) -> None:
     assert digest(plain.audio) == digest(tagged.audio)
 
 
+@pytest.mark.slow
 def test_repeatable_within_process(engine: BuiltinEngine, female: VoiceProfile) -> None:
     text = "请到3号窗口办理 VIP 业务。Thank you!"
     digests = {digest(say(engine, text, female, style="happy", seed=7)) for _ in range(20)}

@@ -232,6 +232,7 @@ def test_failures_are_not_cached(service: TTSService, engine: ToneEngine, bad: A
 # -- the store: size limit, TTL, corruption, tags, verify ----------------------------------
 
 
+@pytest.mark.slow
 def test_size_limit_holds_after_writing_three_times_the_limit(tmp_path: Path) -> None:
     limit = 2 * 1024 * 1024
     engine = ToneEngine(seconds_per_char=0.5)  # about 22 KB of FLAC per 2-char text

@@ -120,6 +120,7 @@ print(json.dumps({f: hashlib.md5(entry.encoded(f)).hexdigest() for f in fmts}))
 """
 
 
+@pytest.mark.slow
 def test_every_encoding_is_the_same_bytes_in_every_process() -> None:
     """A strong ETag names one key in one format: its bytes must not depend on the
     process (libsndfile's Ogg writer draws a random stream serial: replaced)."""

@@ -122,6 +122,7 @@ def test_invalid_file_names_entry_and_field(tmp_path: Path, document: Any, fragm
         assert fragment in str(caught.value)
 
 
+@pytest.mark.slow
 def test_invalid_file_exits_2_with_message(tmp_path: Path) -> None:
     bad = write(
         tmp_path / "bad.json",
@@ -135,6 +136,7 @@ def test_invalid_file_exits_2_with_message(tmp_path: Path) -> None:
     assert code == 2 and "not valid JSON at line 1" in err
 
 
+@pytest.mark.slow
 def test_prompt_audio_voices_are_relative_to_the_file(tmp_path: Path, testdata_dir: Path) -> None:
     (tmp_path / "voices").mkdir()
     (tmp_path / "voices" / "desk.wav").write_bytes((testdata_dir / "zh_female_prompt.wav").read_bytes())

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from lib.batch.export import export_phrases
 from lib.batch.preload import preload
@@ -124,6 +125,7 @@ def test_a_forced_preload_reports_a_take_rebuilt_differently_and_keeps_the_appro
         svc.close()
 
 
+@pytest.mark.slow
 def test_the_preload_script_says_an_approved_phrase_is_cached(tmp_path: Path) -> None:
     svc = make(tmp_path / "cache")
     take = svc.synthesise(TTSRequest(text=TEXT, voice="tone-low", seed=3))

@@ -364,6 +364,7 @@ def test_nested_repeats_are_matched_in_linear_time() -> None:
     assert compile_pattern("(a+)+b").fullmatch("a" * 40 + "b") is not None
 
 
+@pytest.mark.slow
 def test_a_miss_against_a_backtracking_template_cannot_stall_the_process(tmp_path: Path) -> None:
     """A pattern within the length bound that backtracks in Python's re (``(?:a|a|a|a){1,30}``:
     4^n ways to split n letters; ``(?:a|a){1,30}`` already takes 2 minutes on 30): a
