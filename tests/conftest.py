@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import io
 import os
 import socket
 import threading
@@ -12,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import uvicorn
@@ -159,6 +161,29 @@ def testdata_dir() -> Path:
     if not (path / "zh_female_prompt.wav").is_file():
         pytest.skip(f"prompt recordings not found in {path}; set TTS_TESTDATA_DIR")
     return path
+
+
+def preload_main(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[int, str, str]:
+    """``preload_cache.py`` run by its ``main`` in this process, as from a shell that sets no
+    ``TTS_`` variable but those of ``env``, in ``cwd`` if given: its exit code, stdout and
+    stderr. The script as a process where the process is the point: test_preload's killed
+    preload, test_invalid_audio (its exit), test_run_sh, test_batch (``--server``'s bar)."""
+    import preload_cache
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TTS_")}
+    clean.update(env or {})
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.dict(os.environ, clean, clear=True))
+        stack.enter_context(contextlib.redirect_stdout(out))
+        stack.enter_context(contextlib.redirect_stderr(err))
+        if cwd is not None:
+            stack.enter_context(contextlib.chdir(cwd))
+        try:
+            code = preload_cache.main(list(args))
+        except SystemExit as exc:  # argparse's refusals
+            code = exc.code if isinstance(exc.code, int) else 2
+    return code, out.getvalue(), err.getvalue()
 
 
 @contextlib.contextmanager

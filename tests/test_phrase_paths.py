@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 import soundfile as sf
-from conftest import REPO, serving
+from conftest import REPO, preload_main, serving
 from gradio_client import Client, handle_file
 
 import webui
@@ -127,23 +125,17 @@ def test_the_shipped_list_still_loads_under_the_rules() -> None:
     assert len(requests) >= 20 and all(r.prompt_audio is None for r in requests)
 
 
-@pytest.mark.slow
 def test_preload_cache_applies_the_configured_rules(tmp_path: Path) -> None:
     recording(tmp_path / "prompts" / "desk.wav")
     path = listing(tmp_path / "list", "desk.wav", seeds=[0, 1, 2])
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_")}
-    base = [sys.executable, str(REPO / "preload_cache.py"), "--phrases", str(path), "--cache-dir",
-            str(tmp_path / "c"), "--engine", "tone", "--dry-run"]  # fmt: skip
-
-    def run(**extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(base, cwd=REPO, env={**env, **extra}, capture_output=True, text=True, timeout=120)
-
-    refused = run()
-    assert refused.returncode == 2 and "is not an audio file inside the phrase list's folder" in refused.stderr
-    allowed = run(TTS_PRELOAD_PROMPT_DIR=str(tmp_path / "prompts"))
-    assert allowed.returncode == 0, allowed.stderr
-    capped = run(TTS_PRELOAD_PROMPT_DIR=str(tmp_path / "prompts"), TTS_PRELOAD_MAX_REQUESTS="2")
-    assert capped.returncode == 2 and "preload.max_requests" in capped.stderr
+    args = ("--phrases", str(path), "--cache-dir", str(tmp_path / "c"), "--engine", "tone", "--dry-run")
+    code, _, err = preload_main(*args)
+    assert code == 2 and "is not an audio file inside the phrase list's folder" in err
+    code, _, err = preload_main(*args, env={"TTS_PRELOAD_PROMPT_DIR": str(tmp_path / "prompts")})
+    assert code == 0, err
+    code, _, err = preload_main(*args, env={"TTS_PRELOAD_PROMPT_DIR": str(tmp_path / "prompts"),
+                                            "TTS_PRELOAD_MAX_REQUESTS": "2"})  # fmt: skip
+    assert code == 2 and "preload.max_requests" in err
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-"""``preload_cache.py`` and the hot-phrase schema (``lib.request.phrases``): the real script in
-a subprocess on a cache under ``tmp_path``."""
+"""``preload_cache.py`` and the hot-phrase schema (``lib.request.phrases``): the real script's
+``main`` in this process (and a real process where the process is the point: killed midway)
+on a cache under ``tmp_path``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
+from conftest import REPO, preload_main
 
 from lib.config import load_config
 from lib.pipeline.service import TTSService
@@ -26,14 +27,13 @@ A = {"a": "tone-low"}
 BUILTIN_PRESETS = {"zh-female", "zh-male", "en-female", "en-male", "yue-female"}
 
 
-def run_preload(*args: str, cache: Path, engine: str = "tone", timeout: float = 240) -> tuple[int, str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_")}
-    env["TTS_BUILTIN_BASE"] = "espeak"  # the fast suite's base (docs/kokoro.md)
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "preload_cache.py"), "--cache-dir", str(cache), "--engine", engine, *args],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
-    return proc.returncode, proc.stdout, proc.stderr
+def run_preload(
+    *args: str, cache: Path, engine: str = "tone", env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    """``preload_cache.py`` by its ``main`` (:func:`conftest.preload_main`), on the espeak base
+    (the fast suite's, docs/kokoro.md)."""
+    env = {"TTS_BUILTIN_BASE": "espeak", **(env or {})}
+    return preload_main("--cache-dir", str(cache), "--engine", engine, *args, env=env)
 
 
 def summary(stdout: str) -> tuple[int, int, int, int]:
@@ -58,7 +58,6 @@ def tone_list(tmp_path: Path, count: int = 4) -> Path:
     return write(tmp_path / "hot.json", {"version": 1, "voices": voices, "phrases": phrases})
 
 
-@pytest.mark.slow
 def test_second_run_reports_everything_cached(tmp_path: Path) -> None:
     phrases = tone_list(tmp_path)
     code, out, _ = run_preload("--phrases", str(phrases), cache=tmp_path / "c")
@@ -67,7 +66,6 @@ def test_second_run_reports_everything_cached(tmp_path: Path) -> None:
     assert code == 0 and summary(out) == (8, 0, 8, 0)
 
 
-@pytest.mark.slow
 def test_dry_run_and_force(tmp_path: Path) -> None:
     phrases = tone_list(tmp_path, count=2)
     code, out, _ = run_preload("--phrases", str(phrases), "--dry-run", cache=tmp_path / "c")
@@ -122,7 +120,6 @@ def test_invalid_file_names_entry_and_field(tmp_path: Path, document: Any, fragm
         assert fragment in str(caught.value)
 
 
-@pytest.mark.slow
 def test_invalid_file_exits_2_with_message(tmp_path: Path) -> None:
     bad = write(
         tmp_path / "bad.json",
@@ -136,7 +133,6 @@ def test_invalid_file_exits_2_with_message(tmp_path: Path) -> None:
     assert code == 2 and "not valid JSON at line 1" in err
 
 
-@pytest.mark.slow
 def test_prompt_audio_voices_are_relative_to_the_file(tmp_path: Path, testdata_dir: Path) -> None:
     (tmp_path / "voices").mkdir()
     (tmp_path / "voices" / "desk.wav").write_bytes((testdata_dir / "zh_female_prompt.wav").read_bytes())
@@ -203,14 +199,15 @@ def test_killed_midway_then_rerun_leaves_a_consistent_cache(tmp_path: Path) -> N
         assert proc.returncode == -signal.SIGKILL
         stored = watcher.dashboard.snapshot(caller=LOCAL)["entries"]
         assert 5 <= stored < 120
-        done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
-        assert done.returncode == 0, done.stderr
-        n, generated, cached, failed = summary(done.stdout)
+        lease = {"TTS_CACHE_LOCK_LEASE": "2"}
+        code, out, err = run_preload("--phrases", str(phrases), cache=cache, engine="builtin", env=lease)
+        assert code == 0, err
+        n, generated, cached, failed = summary(out)
         assert (n, failed) == (120, 0) and cached == stored and generated == 120 - stored
         report = watcher.admin.verify(caller=LOCAL)
         assert report["corrupt_removed"] == 0 and report["checked"] == 120
-        again = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
-        assert summary(again.stdout) == (120, 0, 120, 0)
+        _, again, _ = run_preload("--phrases", str(phrases), cache=cache, engine="builtin", env=lease)
+        assert summary(again) == (120, 0, 120, 0)
     finally:
         if proc.poll() is None:
             proc.kill()

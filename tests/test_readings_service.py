@@ -286,39 +286,27 @@ def test_the_readings_section_checks_its_keys(tmp_path: Path) -> None:
     assert load_config(env={}).readings.lexicon == "lexicon.json"  # beside hot_phrases.json
 
 
-@pytest.mark.slow
 def test_preload_cache_py_says_what_a_hand_edit_of_the_lexicon_made_it_render_again(tmp_path: Path) -> None:
-    """The real script, twice, with the lexicon file edited in between (the service was
-    stopped: the change is found at the start)."""
-    import os
-    import subprocess
-    import sys
-
-    from conftest import REPO
+    """The script, twice, with the lexicon file edited in between (the service was stopped:
+    the change is found at the start). Run in ``tmp_path``: the lexicon is lexicon.json in
+    the working directory (readings.lexicon's default)."""
+    from conftest import preload_main
 
     phrases = tmp_path / "hot.json"
     phrases.write_text(json.dumps({k: v for k, v in TEMPLATE_LIST.items() if k != "templates"}, ensure_ascii=False),
                        encoding="utf-8")  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_")}
-    command = [sys.executable, str(REPO / "preload_cache.py"), "--phrases", str(phrases), "--engine", "tone",
-               "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
-
-    def run() -> subprocess.CompletedProcess[str]:
-        # cwd: the lexicon file is lexicon.json in the working directory (readings.lexicon's default)
-        return subprocess.run(command, cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True,
-                              text=True, timeout=240)  # fmt: skip
-
-    first = run()
-    assert first.returncode == 0, first.stderr
-    assert first.stdout.strip().splitlines() == ["preload: 2 phrases, 2 generated, 0 already cached, 0 failed in "
-                                                 + first.stdout.split(" failed in ")[1].strip()]  # fmt: skip
+    args = ("--phrases", str(phrases), "--engine", "tone", "--cache-dir", str(tmp_path / "cache"))
+    code, out, err = preload_main(*args, cwd=tmp_path)
+    assert code == 0, err
+    assert out.strip().splitlines() == ["preload: 2 phrases, 2 generated, 0 already cached, 0 failed in "
+                                        + out.split(" failed in ")[1].strip()]  # fmt: skip
     (tmp_path / "lexicon.json").write_text('[{"term": "六安", "reading": "lu4 an1", "voice": null}]', encoding="utf-8")
-    second = run()
-    assert second.returncode == 0, second.stderr
-    lines = second.stdout.strip().splitlines()
+    code, out, err = preload_main(*args, cwd=tmp_path)
+    assert code == 0, err
+    lines = out.strip().splitlines()
     assert len(lines) == 1 and SUMMARY.match(lines[0]) and lines[0].startswith("preload: 2 phrases, 1 generated, 1 ")
-    assert "preload: re-rendered after a lexicon change: phrases[0]" in second.stderr.splitlines()
-    assert "phrases[1]" not in second.stderr
+    assert "preload: re-rendered after a lexicon change: phrases[0]" in err.splitlines()
+    assert "phrases[1]" not in err
 
 
 def test_a_composed_answer_finds_each_piece_under_its_own_reading_part(tmp_path: Path) -> None:

@@ -6,14 +6,11 @@ a deliberately non-deterministic engine for the last)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
+from conftest import preload_main
 
 from lib.batch.export import export_phrases
 from lib.batch.preload import preload
@@ -125,18 +122,12 @@ def test_a_forced_preload_reports_a_take_rebuilt_differently_and_keeps_the_appro
         svc.close()
 
 
-@pytest.mark.slow
 def test_the_preload_script_says_an_approved_phrase_is_cached(tmp_path: Path) -> None:
     svc = make(tmp_path / "cache")
     take = svc.synthesise(TTSRequest(text=TEXT, voice="tone-low", seed=3))
     svc.takes.approve(take.key, caller=LOCAL)
     svc.close()
     listed = phrase_list(tmp_path / "hot.json", {"text": TEXT, "voice": "desk"})
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_")}
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "preload_cache.py"), "--cache-dir", str(tmp_path / "cache"), "--engine", "tone",
-         "--phrases", str(listed)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert "1 phrases, 0 generated, 1 already cached, 0 failed" in proc.stdout
+    code, out, err = preload_main("--cache-dir", str(tmp_path / "cache"), "--engine", "tone", "--phrases", str(listed))
+    assert code == 0, err
+    assert "1 phrases, 0 generated, 1 already cached, 0 failed" in out

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, preload_main
 
 from lib.batch.preload import preload
 from lib.compose.assemble import to_float
@@ -123,11 +123,8 @@ def test_an_invalid_template_file_stops_the_service_and_the_preload(tmp_path: Pa
     bad = write(tmp_path, document(dict(TICKET, template="请{nope}号")))
     with pytest.raises(ConfigError, match=r"templates\.file: .*templates\[0\].*unknown slot \{nope\}"):
         make_service(tmp_path, ToneEngine(), bad)
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "preload_cache.py"), "--phrases", str(bad), "--cache-dir", str(tmp_path / "c"),
-         "--engine", "tone"], cwd=REPO, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 2 and "templates[0]" in proc.stderr and "unknown slot {nope}" in proc.stderr
+    code, _, err = preload_main("--phrases", str(bad), "--cache-dir", str(tmp_path / "c"), "--engine", "tone")
+    assert code == 2 and "templates[0]" in err and "unknown slot {nope}" in err
 
 
 def test_a_list_may_hold_templates_only_and_pieces_are_tens_not_the_product(tmp_path: Path) -> None:
