@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import io
 import os
 import socket
@@ -163,13 +164,15 @@ def testdata_dir() -> Path:
     return path
 
 
-def preload_main(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[int, str, str]:
-    """``preload_cache.py`` run by its ``main`` in this process, as from a shell that sets no
-    ``TTS_`` variable but those of ``env``, in ``cwd`` if given: its exit code, stdout and
-    stderr. The script as a process where the process is the point: test_preload's killed
-    preload, test_invalid_audio (its exit), test_run_sh, test_batch (``--server``'s bar)."""
-    import preload_cache
-
+def run_script(
+    script: str, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> tuple[int, str, str]:
+    """A command-line script of the repository (``webui``, ``preload_cache``) run by its
+    ``main`` in this process, as from a shell that sets no ``TTS_`` variable but those of
+    ``env``, in ``cwd`` if given: its exit code, stdout and stderr. The scripts as processes
+    where the process is the point: test_preload's killed preload, test_invalid_audio (its
+    exit), test_run_sh, test_batch (``--server``'s bar), test_faults_engine (SIGTERM)."""
+    main = importlib.import_module(script).main
     clean = {k: v for k, v in os.environ.items() if not k.startswith("TTS_")}
     clean.update(env or {})
     out, err = io.StringIO(), io.StringIO()
@@ -180,10 +183,15 @@ def preload_main(*args: str, env: dict[str, str] | None = None, cwd: Path | None
         if cwd is not None:
             stack.enter_context(contextlib.chdir(cwd))
         try:
-            code = preload_cache.main(list(args))
-        except SystemExit as exc:  # argparse's refusals
+            code = main(list(args))
+        except SystemExit as exc:  # argparse: --help (0) and its refusals (2)
             code = exc.code if isinstance(exc.code, int) else 2
     return code, out.getvalue(), err.getvalue()
+
+
+def preload_main(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[int, str, str]:
+    """``preload_cache.py`` by :func:`run_script`."""
+    return run_script("preload_cache", *args, env=env, cwd=cwd)
 
 
 @contextlib.contextmanager

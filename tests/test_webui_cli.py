@@ -1,4 +1,5 @@
-"""``webui.py``'s command line and ``config.yaml``: real subprocesses, caches under ``tmp_path``."""
+"""``webui.py``'s command line and ``config.yaml``: the scripts' ``main`` in this process (the runs
+end before it would serve), ``lib.cli prepare`` as run.sh runs it; caches under ``tmp_path``."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, run_script
 
 from lib.config import AppConfig, load_config
 from lib.pipeline.service import TTSService
@@ -19,24 +19,21 @@ from lib.request.access import LOCAL
 from lib.request.types import TTSRequest
 
 
-def run_webui(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_")}
-    env.update(env_extra or {})
-    return subprocess.run(
-        [sys.executable, str(REPO / "webui.py"), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
-    )
+def run_webui(*args: str, env_extra: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """``webui.py ARGS`` by its ``main`` in this process (:func:`conftest.run_script`): the
+    runs here end before it would serve."""
+    return run_script("webui", *args, env=env_extra)
 
 
-@pytest.mark.slow
 def test_clear_cache_clears_reports_and_exits(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     svc = TTSService(load_config(env={}, overrides={"cache.dir": str(cache), "engine": "tone"}))
     for seed in range(3):
         svc.synthesise(TTSRequest(text="欢迎光临", voice="tone-low", seed=seed))
     svc.close()
-    done = run_webui("--clear-cache", "--engine", "tone", "--cache-dir", str(cache))
-    assert done.returncode == 0, done.stderr
-    assert f"cleared 3 entries from {cache}" in done.stdout
+    code, out, err = run_webui("--clear-cache", "--engine", "tone", "--cache-dir", str(cache))
+    assert code == 0, err
+    assert f"cleared 3 entries from {cache}" in out
     svc = TTSService(load_config(env={}, overrides={"cache.dir": str(cache), "engine": "tone"}))
     try:
         assert svc.dashboard.snapshot(caller=LOCAL)["entries"] == 0
@@ -44,14 +41,13 @@ def test_clear_cache_clears_reports_and_exits(tmp_path: Path) -> None:
         svc.close()
 
 
-@pytest.mark.slow
 def test_bad_configuration_fails_at_start_naming_the_key(tmp_path: Path) -> None:
     bad = tmp_path / "config.yaml"
     bad.write_text("cache:\n  size_limt: 1GiB\n", encoding="utf-8")
-    done = run_webui("--config", str(bad), "--clear-cache")
-    assert done.returncode == 2 and "cache.size_limt: unknown key" in done.stderr
-    done = run_webui("--clear-cache", "--cache-dir", str(tmp_path / "c"), env_extra={"TTS_ENGINE": "nope"})
-    assert done.returncode == 2 and "engine: must be one of" in done.stderr
+    code, _, err = run_webui("--config", str(bad), "--clear-cache")
+    assert code == 2 and "cache.size_limt: unknown key" in err
+    code, _, err = run_webui("--clear-cache", "--cache-dir", str(tmp_path / "c"), env_extra={"TTS_ENGINE": "nope"})
+    assert code == 2 and "engine: must be one of" in err
 
 
 def test_flags_override_environment_which_overrides_the_file(tmp_path: Path) -> None:
@@ -81,17 +77,15 @@ def _flags(helptext: str) -> set[str]:
     return set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", helptext)) - {"--help"}
 
 
-@pytest.mark.slow
 def test_webui_and_preload_share_the_documented_flags() -> None:
-    helptext = run_webui("--help").stdout
+    _, helptext, _ = run_webui("--help")
     assert _flags(helptext) == {"--config", "--host", "--port", "--cache-dir", "--engine", "--model-dir",
                                 "--shared-url", "--objects-url", "--clear-cache", "--preload"}  # fmt: skip
     assert "Precedence" in helptext
-    preload = subprocess.run([sys.executable, str(REPO / "preload_cache.py"), "--help"], capture_output=True,
-                             text=True, timeout=60, cwd=REPO)  # fmt: skip
-    assert _flags(preload.stdout) == {"--phrases", "--config", "--cache-dir", "--engine", "--model-dir",
-                                      "--shared-url", "--objects-url", "--workers", "--dry-run", "--force",
-                                      "--verify", "--server", "--token"}  # fmt: skip
+    _, preload, _ = run_script("preload_cache", "--help")
+    assert _flags(preload) == {"--phrases", "--config", "--cache-dir", "--engine", "--model-dir",
+                               "--shared-url", "--objects-url", "--workers", "--dry-run", "--force",
+                               "--verify", "--server", "--token"}  # fmt: skip
 
 
 def test_run_sh_hands_the_shared_flags_to_the_preload(tmp_path: Path) -> None:
