@@ -8,14 +8,12 @@ from __future__ import annotations
 import collections
 import io
 import json
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, in_process, wait_until
+from conftest import in_process, run_script, wait_until
 
 from lib.batch.background import BackgroundPreload
 from lib.engines.tone import ToneEngine
@@ -133,15 +131,11 @@ def test_stopping_the_app_ends_the_preload_after_the_phrase_in_progress(make_ser
     assert engine.texts[PHRASES[2]] == 0 and engine.texts[PHRASES[3]] == 0
 
 
-@pytest.mark.slow
 def test_webui_refuses_a_preload_list_that_does_not_exist(tmp_path: Path) -> None:
-    run = subprocess.run(
-        [sys.executable, "webui.py", "--preload", str(tmp_path / "missing.json"), "--engine", "tone",
-         "--cache-dir", str(tmp_path / "cache")],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert run.returncode == 2
-    assert "--preload" in run.stderr and "missing.json" in run.stderr and "no such file" in run.stderr
+    code, _, err = run_script("webui", "--preload", str(tmp_path / "missing.json"), "--engine", "tone",
+                              "--cache-dir", str(tmp_path / "cache"))  # fmt: skip
+    assert code == 2
+    assert "--preload" in err and "missing.json" in err and "no such file" in err
 
 
 @pytest.mark.parametrize("state", ["loading", "running", "failed", "stopped"])
