@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import run_script
 from cosyvoice_fixture import prompt_pcm
 
 from lib.config import CosyVoiceConfig, load_config
@@ -697,16 +698,12 @@ def test_warm_upgrade_preloads_a_new_model_dir_beside_the_serving_one(tiny_model
     })  # fmt: skip
     serving = TTSService(config, make_engine(tiny_model, tmp_path))
     try:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_")}
-        env["TTS_COSYVOICE_DEVICE"] = "cpu"
-        env["TTS_COSYVOICE_FINGERPRINT_FILE"] = str(tmp_path / "fp.json")
-        done = subprocess.run(
-            [sys.executable, str(ROOT / "preload_cache.py"), "--phrases", str(phrases), "--cache-dir", str(cache),
-             "--engine", "cosyvoice", "--model-dir", str(new_dir)],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert "preload: 2 phrases, 2 generated, 0 already cached, 0 failed" in done.stdout
+        # The script by its main, in this process (its own engine on the new directory).
+        env = {"TTS_COSYVOICE_DEVICE": "cpu", "TTS_COSYVOICE_FINGERPRINT_FILE": str(tmp_path / "fp.json")}
+        code, out, err = run_script("preload_cache", "--phrases", str(phrases), "--cache-dir", str(cache),
+                                    "--engine", "cosyvoice", "--model-dir", str(new_dir), env=env)  # fmt: skip
+        assert code == 0, err[-2000:]
+        assert "preload: 2 phrases, 2 generated, 0 already cached, 0 failed" in out
         rows = {row["tag"]: row for row in serving.dashboard.snapshot(caller=LOCAL)["model_versions"]}
         new_tag = next(tag for tag in rows if tag != serving.tag)
         assert rows[serving.tag]["serving"] and rows[serving.tag]["hot_ready"] == 0
