@@ -172,10 +172,10 @@ def test_a_streamed_miss_is_heard_before_its_later_pieces_are_made_and_replays_t
     engine = _engine()
     engine.warm()  # the load-time check speaks too: not held
     monkeypatch.setattr(render.KokoroBase, "pieces", held)
-    svc = TTSService(config, engine)
     # The same engine (its check at load is not run twice) behind a fresh cache: the request
     # made there without streaming.
     fresh = TTSService(config.replace({"cache.dir": str(tmp_path / "fresh")}), engine)
+    svc = TTSService(config, engine)
     try:
         request = TTSRequest(text=EN, voice="en-female")
         answer = svc.stream(request)
@@ -194,8 +194,10 @@ def test_a_streamed_miss_is_heard_before_its_later_pieces_are_made_and_replays_t
         made = fresh.synthesise(request)
         assert made.cache == "MISS" and np.array_equal(made.audio.pcm, np.concatenate(chunks))
     finally:
-        svc.close()
-        fresh.close()
+        try:
+            svc.close()
+        finally:
+            fresh.close()
 
 
 def test_a_trimmed_piece_starts_and_ends_at_zero_whatever_the_noise_floor() -> None:
