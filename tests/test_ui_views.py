@@ -528,3 +528,32 @@ def test_the_header_names_the_base_voice_that_speaks() -> None:
     assert engine_title("builtin", "kokoro") == "内置引擎 Built-in engine (Kokoro-82M + voice matching, offline)"
     assert "espeak-ng" in engine_title("builtin", "espeak") and "Kokoro" not in engine_title("builtin", "espeak")
     assert engine_title("cosyvoice", "") == "CosyVoice"
+
+
+def test_the_live_count_moves_only_while_live_and_its_end_leaves_a_whole_file_result_untouched(
+    make_service: Any, tmp_path: Path
+) -> None:
+    """The timer's tick writes the count only once the result plays live; the end step
+    stops the timer and writes the final count (live, succeeded), empties the line (live,
+    failed), or leaves it as the press left it (never live: no update of the page under a
+    result played from its file)."""
+    h = Handlers(make_service(), tmp_path / "hot.json")
+    request: Any = SimpleNamespace(session_hash="s")
+    skip = {"__type__": "update"}
+
+    h._made["s"] = (2, 6)  # being made, not live yet (what synthesise_live records)
+    assert h.live_count(request) == skip
+    h._live.add("s")  # the live player got its hold
+    assert "已合成 Made 2/6 句 sentences" in h.live_count(request)
+    h._made["s"] = (6, 6)
+    timer, line = h.live_count_end(True)(request)
+    assert "Made 6/6 句 sentences" in line and timer.active is False
+    assert "s" not in h._made and "s" not in h._live  # nothing kept per session
+
+    h._made["s"] = (3, 6)
+    h._live.add("s")
+    assert h.live_count_end(False)(request)[1] == ""  # failed part way: no count left over it
+
+    h._made["s"] = (6, 6)  # made while waiting, played from its file
+    timer, line = h.live_count_end(True)(request)
+    assert line == skip and timer.active is False
